@@ -1,0 +1,46 @@
+/* The backing: the one ext4 superblock a daemon serves, held through a detached mount fd
+ * (SPEC §3). Created exclusively with fsopen/FSCONFIG_CMD_CREATE_EXCL/fsmount, or cloned
+ * from an existing mount with share=existing. Image files are attached to a loop device. */
+#ifndef SFS_BACKING_H
+#define SFS_BACKING_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "options.h"
+
+struct sfs_backing {
+	int root_fd;               /* the backing's root directory (a detached mount) */
+	int loop_fd;               /* loop device strictfs attached, or -1 */
+	int dev_fd;                /* the block device, read-only, for superblock reads */
+	bool loop_attached;        /* strictfs attached it (and so detaches it) */
+	char device[PATH_MAX];     /* the block device ("/dev/loop3") */
+	dev_t rdev;                /* its device number */
+	dev_t fs_dev;              /* st_dev of files in the backing */
+	enum sfs_share mode;
+	bool read_only;            /* the superblock is read-only */
+	bool has_acl;              /* probed: POSIX ACLs work on the backing */
+	bool has_user_xattr;       /* probed: user.* xattrs work */
+	char options[1024];        /* effective super options, read back from the kernel */
+	char uuid[64];
+	char existing_at[PATH_MAX]; /* share=existing: the mount served */
+};
+
+/* Sets up the backing of source (a block device or image file) for the first view's
+ * options. Returns 0, or -errno with the one-line error in err; nothing is left behind on
+ * failure (no mount, no loop device). */
+int sfs_backing_open(struct sfs_backing *b, const char *source, bool source_is_file,
+                     const struct sfs_opts *o, char *err, size_t errlen);
+
+/* Releases the superblock and detaches a loop device strictfs attached. */
+void sfs_backing_close(struct sfs_backing *b);
+
+/* Where a block device is mounted in this namespace (first match), or false. */
+bool sfs_backing_find_mount(dev_t rdev, char *where, size_t len, char *opts, size_t optslen);
+
+/* Total blocks of the ext4 superblock in filesystem-block units (for minixdf), or 0. */
+unsigned long long sfs_backing_total_blocks(const struct sfs_backing *b);
+
+#endif

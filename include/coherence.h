@@ -1,0 +1,27 @@
+/* Coherence between views (SPEC §4.3): after a change through one view, the other views'
+ * kernel caches of the affected entries, attributes and data are invalidated before the
+ * request is answered. Notifications go through one notifier thread: an entry invalidation
+ * locks the other view's directory, which may be held by a request of that view that is
+ * itself waiting on us, so the request waits for its notifications with a bound. */
+#ifndef SFS_COHERENCE_H
+#define SFS_COHERENCE_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct sfs_daemon;
+struct sfs_view;
+struct sfs_node;
+
+int sfs_coh_start(struct sfs_daemon *d);
+void sfs_coh_stop(struct sfs_daemon *d);
+
+/* Queue invalidations for every view other than origin that may cache the object. */
+void sfs_coh_attr(struct sfs_view *origin, struct sfs_node *n);
+void sfs_coh_data(struct sfs_view *origin, struct sfs_node *n, off_t off, off_t len);
+void sfs_coh_name(struct sfs_view *origin, struct sfs_node *parent, const char *name);
+
+/* Waits (bounded) until what this thread queued has been delivered. */
+void sfs_coh_flush(struct sfs_view *origin);
+
+#endif

@@ -1,0 +1,28 @@
+/* Per-thread caller credentials (SPEC §4.1). Each worker thread acts on the backing with the
+ * caller's fsuid, fsgid, supplementary groups and umask, switched with raw syscalls (glibc's
+ * wrappers would change every thread) and only where they differ from what the thread has. */
+#ifndef SFS_CREDS_H
+#define SFS_CREDS_H
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+#include <stdbool.h>
+
+/* Switches the calling thread to the request's caller. Returns 0 or -errno. */
+int sfs_creds_enter(fuse_req_t req);
+
+/* Capabilities a thread may raise for one backing call, deliberately and briefly:
+ * SEARCH to reopen a node by handle, DAC to perform an access the kernel already allowed on
+ * a noacl view, FOWNER|FSETID for the suid/sgid-clearing SETATTR (kernel-facts §4.4). */
+enum {
+	SFS_PRIV_SEARCH = 1 << 0,
+	SFS_PRIV_DAC = 1 << 1,
+	SFS_PRIV_FOWNER = 1 << 2,
+};
+void sfs_priv_begin(unsigned what);
+void sfs_priv_end(void);
+
+/* Whether the process pid has CAP_SYS_ADMIN in its effective set (for listing trusted.*). */
+bool sfs_pid_has_sys_admin(pid_t pid);
+
+#endif

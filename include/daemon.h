@@ -1,0 +1,49 @@
+/* One daemon per source: it owns the backing, the inode table, the descriptor cache and the
+ * registry of views, and answers the control socket (SPEC §6). */
+#ifndef SFS_DAEMON_H
+#define SFS_DAEMON_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <time.h>
+
+#include "backing.h"
+#include "fdcache.h"
+#include "inode.h"
+#include "options.h"
+#include "view.h"
+
+#define SFS_MAX_VIEWS 4096
+
+struct sfs_coherence;
+
+struct sfs_daemon {
+	char key[64];
+	char source[PATH_MAX];
+	bool source_is_file;
+	struct sfs_backing backing;
+	ino_t backing_root_ino;          /* where the admin state /.strictfs lives */
+	struct sfs_itab itab;
+	struct sfs_fdcache fdc;
+	struct sfs_opts in_force;        /* first view's options: superblock-only and share */
+	pthread_rwlock_t views_lock;     /* readers: notifiers; writer: add/remove a view */
+	struct sfs_view *views[SFS_MAX_VIEWS];
+	size_t nviews;
+	struct sfs_coherence *coh;
+	time_t started;
+	int listen_fd;
+	int event_fd;                    /* wakes the control loop: a view ended, a signal came */
+	int lock_fd;
+	size_t fd_limit;
+	atomic_bool stopping;
+};
+
+/* `strictfs __daemon KEY SOURCE FILE? OPTIONS READY_FD`: the daemon's entry point. */
+int sfs_daemon_main(int argc, char **argv);
+
+/* Tells the control loop that something changed (a view ended). */
+void sfs_daemon_wake(struct sfs_daemon *d);
+
+#endif

@@ -1,0 +1,33 @@
+/* A bounded cache of O_PATH descriptors for nodes: the daemon's descriptor count stays
+ * bounded however many inodes the kernel remembers (SPEC §4.2). A miss reopens the node from
+ * its file handle with open_by_handle_at. */
+#ifndef SFS_FDCACHE_H
+#define SFS_FDCACHE_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+struct sfs_node;
+
+struct sfs_fdcache {
+	pthread_mutex_t lock;
+	struct sfs_node *head, *tail; /* most recently used first */
+	size_t open;
+	size_t limit;
+	int mount_fd;                 /* any fd of the backing, for open_by_handle_at */
+};
+
+void sfs_fdcache_init(struct sfs_fdcache *c, int mount_fd, size_t limit);
+
+/* Returns the node's O_PATH descriptor, held until sfs_fd_put, or -errno (-ESTALE when the
+ * backing object is gone). */
+int sfs_fd_get(struct sfs_fdcache *c, struct sfs_node *n);
+void sfs_fd_put(struct sfs_fdcache *c, struct sfs_node *n);
+
+/* Offers a freshly opened descriptor to the cache; takes ownership. */
+void sfs_fdcache_offer(struct sfs_fdcache *c, struct sfs_node *n, int fd);
+
+/* Closes the node's descriptor (the node is being freed; no user may hold it). */
+void sfs_fdcache_remove(struct sfs_fdcache *c, struct sfs_node *n);
+
+#endif

@@ -1,0 +1,78 @@
+/* The inode table: one per daemon, keyed by the backing's (dev, ino), shared by every view.
+ * A node carries the backing's file handle, so the daemon can reopen it at any time, and a
+ * slot in the bounded descriptor cache (fdcache.h). Node ids given to the kernel are node
+ * pointers; each view's lookups are counted apart, so a vanished view can be dropped. */
+#ifndef SFS_INODE_H
+#define SFS_INODE_H
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#define SFS_NODE_MAGIC 0x5346534eu
+#define SFS_HANDLE_MAX 64
+
+struct sfs_view_ref {
+	uint32_t view;   /* view slot */
+	uint64_t count;  /* that view's lookup count */
+};
+
+struct sfs_node {
+	uint32_t magic;
+	mode_t type;                 /* S_IFMT bits; a backing inode never changes type */
+	dev_t dev;
+	ino_t ino;
+	/* Protected by the table lock: */
+	struct sfs_node *hnext;
+	uint64_t nlookup;            /* sum over views */
+	uint32_t pins;               /* view roots and the backing root */
+	uint32_t nrefs;
+	struct sfs_view_ref *refs;
+	/* Protected by the fd cache lock: */
+	int fd;                      /* cached O_PATH descriptor or -1 */
+	uint32_t fd_users;
+	struct sfs_node *lru_prev, *lru_next;
+	/* Immutable after creation: */
+	int handle_type;
+	uint8_t handle_len;
+	unsigned char handle[SFS_HANDLE_MAX];
+};
+
+struct sfs_itab {
+	pthread_mutex_t lock;        /* lock order: table lock, then fd cache lock */
+	struct sfs_node **buckets;
+	size_t nbuckets;
+	size_t count;
+};
+
+struct sfs_fdcache;
+
+int sfs_itab_init(struct sfs_itab *t);
+void sfs_itab_destroy(struct sfs_itab *t, struct sfs_fdcache *c);
+
+/* Finds or creates the node of the backing object open as fd (O_PATH) with stat st, and
+ * counts one lookup by view (or pins it when view is SFS_PIN). Takes ownership of fd. */
+#define SFS_PIN UINT32_MAX
+int sfs_itab_get(struct sfs_itab *t, struct sfs_fdcache *c, int fd, const struct stat *st,
+                 uint32_t view, struct sfs_node **out);
+
+/* The node of (dev, ino) if the table has it; no reference is taken. */
+struct sfs_node *sfs_itab_find(struct sfs_itab *t, dev_t dev, ino_t ino);
+
+/* Drops n lookups of view (FORGET); frees the node when no view and no pin holds it. */
+void sfs_itab_forget(struct sfs_itab *t, struct sfs_fdcache *c, struct sfs_node *node,
+                     uint32_t view, uint64_t n);
+void sfs_itab_unpin(struct sfs_itab *t, struct sfs_fdcache *c, struct sfs_node *node);
+
+/* Drops every lookup a view held (the view is gone and will send no FORGET). */
+void sfs_itab_drop_view(struct sfs_itab *t, struct sfs_fdcache *c, uint32_t view);
+
+/* Copies into views[] the slots of the views that hold a lookup on node; returns the count. */
+size_t sfs_itab_views_of(struct sfs_itab *t, struct sfs_node *node, uint32_t *views, size_t max);
+
+size_t sfs_itab_count(struct sfs_itab *t);
+
+#endif

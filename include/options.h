@@ -1,0 +1,58 @@
+/* View options: one table of every option strictfs knows; anything else is refused by name. */
+#ifndef SFS_OPTIONS_H
+#define SFS_OPTIONS_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+enum sfs_df { SFS_DF_BSD, SFS_DF_MINIX };
+enum sfs_share { SFS_SHARE_EXCLUSIVE, SFS_SHARE_EXISTING };
+enum sfs_cache { SFS_CACHE_STRICT, SFS_CACHE_WRITEBACK };
+enum sfs_atime { SFS_ATIME_RELATIME, SFS_ATIME_NOATIME, SFS_ATIME_STRICT };
+
+#define SFS_MAX_SB_OPTS 32
+#define SFS_OPTSTR_MAX 4096
+
+/* A superblock-only ext4 option: key names the family (barrier, data, ...), value the
+ * setting ("0"/"1" for flags), text how the user spelled it. */
+struct sfs_sb_opt {
+	char key[32];
+	char value[64];
+	char text[96];
+};
+
+struct sfs_opts {
+	bool acl;
+	bool user_xattr;
+	bool ro;
+	bool remount;
+	bool nodiratime;
+	enum sfs_df df;
+	enum sfs_share share;
+	enum sfs_cache cache;
+	enum sfs_atime atime;
+	char subdir[PATH_MAX];          /* normalised, "/" or "/a/b" */
+	unsigned long mount_flags;      /* MS_* for the view's mount(2) */
+	char flag_names[256];           /* the per-mount flags asked for, comma list */
+	int n_sb;
+	struct sfs_sb_opt sb[SFS_MAX_SB_OPTS];
+	char requested[SFS_OPTSTR_MAX]; /* as given, for status */
+};
+
+/* Parses a mount option string into o (defaults first). Returns 0, or -EINVAL with the
+ * one-line error naming the option in err. */
+int sfs_opts_parse(const char *optstr, struct sfs_opts *o, char *err, size_t errlen);
+
+/* Superblock-only options as one fsconfig-ready comma list. */
+void sfs_opts_sb_string(const struct sfs_opts *o, char *buf, size_t len);
+
+/* Checks that a view's superblock-only options agree with those in force on the backing.
+ * Returns 0, or -EINVAL with the error naming the option and the value in force. */
+int sfs_opts_sb_compatible(const struct sfs_opts *in_force, const struct sfs_opts *req,
+                           char *err, size_t errlen);
+
+/* The view options a daemon needs, serialised back to an option string (for the wire). */
+const char *sfs_df_name(enum sfs_df df);
+
+#endif

@@ -1,0 +1,77 @@
+/* View policies: each option family is one module exporting a struct sfs_policy of hooks.
+ * The request path (ops.c) calls the dispatchers below and never tests an option itself, so
+ * a new option family is a new module, not an edit of every handler. A NULL hook means the
+ * module has nothing to say about that step. */
+#ifndef SFS_POLICY_H
+#define SFS_POLICY_H
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+#include <stdbool.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+
+struct sfs_view;
+struct sfs_node;
+
+enum sfs_xattr_op { SFS_XATTR_GET, SFS_XATTR_SET, SFS_XATTR_REMOVE };
+
+/* What a policy needs to know about one request. */
+struct sfs_req {
+	fuse_req_t req;
+	struct sfs_view *view;
+	const struct fuse_ctx *ctx;
+};
+
+struct sfs_policy {
+	const char *name;
+	/* Negotiates capabilities at FUSE INIT. */
+	void (*init)(const struct sfs_view *v, struct fuse_conn_info *conn);
+	/* Any modifying request: 0 or -errno (EROFS for ro views). */
+	int (*modify)(const struct sfs_view *v);
+	/* A name in a directory, for lookup (create=false) or creation (create=true). */
+	int (*name_check)(const struct sfs_view *v, const struct sfs_node *parent, const char *name,
+	                  bool create);
+	/* Whether readdir shows a name of a directory. */
+	bool (*dirent_visible)(const struct sfs_view *v, const struct sfs_node *dir, const char *name);
+	/* Gate of an xattr call by name: 0 or -errno (EOPNOTSUPP when the view has it off). */
+	int (*xattr)(const struct sfs_req *r, const char *name, enum sfs_xattr_op op);
+	/* Whether listxattr shows a name to this caller. */
+	bool (*xattr_visible)(const struct sfs_req *r, const char *name);
+	/* After a new entry name was made in the directory open as dirfd, with the mode the
+	 * caller asked for (before the umask). */
+	int (*created)(const struct sfs_req *r, int dirfd, const char *name, mode_t mode);
+	/* The backing refused with EACCES: may the call be repeated with DAC capabilities,
+	 * because the kernel has already allowed it by this view's rules? */
+	bool (*dac_retry)(const struct sfs_view *v);
+	/* Adjusts statfs results. */
+	void (*statfs)(const struct sfs_view *v, struct statvfs *st);
+	/* Extra open(2) flags for a backing file or directory about to be opened (O_NOATIME
+	 * when the view's atime rule says this open must not touch atime). */
+	int (*open_flags)(const struct sfs_view *v, const struct stat *st);
+};
+
+extern const struct sfs_policy sfs_policy_acl;
+extern const struct sfs_policy sfs_policy_xattr;
+extern const struct sfs_policy sfs_policy_confine;
+extern const struct sfs_policy sfs_policy_df;
+extern const struct sfs_policy sfs_policy_atime;
+
+/* The modules every view runs, in order. */
+extern const struct sfs_policy *const sfs_policies[];
+
+void sfs_policy_init(const struct sfs_view *v, struct fuse_conn_info *conn);
+int sfs_policy_modify(const struct sfs_view *v);
+int sfs_policy_name(const struct sfs_view *v, const struct sfs_node *parent, const char *name,
+                    bool create);
+bool sfs_policy_dirent_visible(const struct sfs_view *v, const struct sfs_node *dir,
+                               const char *name);
+int sfs_policy_xattr_gate(const struct sfs_req *r, const char *name, enum sfs_xattr_op op);
+bool sfs_policy_xattr_visible(const struct sfs_req *r, const char *name);
+int sfs_policy_created(const struct sfs_req *r, int dirfd, const char *name, mode_t mode);
+bool sfs_policy_dac_retry(const struct sfs_view *v);
+void sfs_policy_statfs(const struct sfs_view *v, struct statvfs *st);
+int sfs_policy_open_flags(const struct sfs_view *v, const struct stat *st);
+
+#endif

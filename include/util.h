@@ -1,0 +1,30 @@
+/* Small helpers shared by the CLI and the daemon: error lines, strings, safe file writes. */
+#ifndef SFS_UTIL_H
+#define SFS_UTIL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define SFS_RUNDIR "/run/strictfs"
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Formats "strictfs: OBJECT: reason" into buf (the one-line error of SPEC §2). */
+void sfs_errf(char *buf, size_t len, const char *object, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* Copies src into dst, truncating; returns false if it did not fit. */
+bool sfs_strlcpy(char *dst, const char *src, size_t len);
+
+/* Appends ",item" (or "item" when dst is empty); false if it did not fit. */
+bool sfs_list_append(char *dst, size_t len, const char *item);
+
+/* Parses a decimal unsigned number with no sign or trailing garbage. */
+bool sfs_parse_uint(const char *s, unsigned long long *out);
+
+/* The key that names one source's daemon: "b-MAJ-MIN" or "f-DEV-INO". Fills the resolved
+ * path too. Returns 0 or -errno; on failure err holds the one-line reason. */
+int sfs_source_key(const char *source, char *key, size_t keylen, char *path, size_t pathlen,
+                   bool *is_file, char *err, size_t errlen);
+
+#endif

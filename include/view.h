@@ -1,0 +1,60 @@
+/* One view: a FUSE session with its own options, served by the daemon's threads. */
+#ifndef SFS_VIEW_H
+#define SFS_VIEW_H
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "inode.h"
+#include "options.h"
+
+struct sfs_daemon;
+
+struct sfs_view {
+	struct sfs_daemon *d;
+	uint32_t slot;
+	struct fuse_session *se;
+	struct sfs_node *root;          /* pinned; the kernel calls it FUSE_ROOT_ID */
+	struct sfs_opts opts;
+	char mountpoint[PATH_MAX];
+	char source[PATH_MAX];
+	int ns_fd;                      /* the requester's mount namespace, to unmount in it */
+	pthread_t thread;
+	bool thread_started;
+	atomic_bool ended;              /* the session loop returned (unmounted or aborted) */
+	atomic_ullong requests;
+	atomic_int open_files;
+	double entry_timeout;
+	double attr_timeout;
+	bool keep_cache;                /* page cache survives open(): others' writes are notified */
+};
+
+static inline struct sfs_node *sfs_node_of(const struct sfs_view *v, fuse_ino_t ino)
+{
+	struct sfs_node *n = ino == FUSE_ROOT_ID ? v->root : (struct sfs_node *)(uintptr_t)ino;
+	return n && n->magic == SFS_NODE_MAGIC ? n : NULL;
+}
+
+static inline fuse_ino_t sfs_ino_of(const struct sfs_view *v, const struct sfs_node *n)
+{
+	return n == v->root ? FUSE_ROOT_ID : (fuse_ino_t)(uintptr_t)n;
+}
+
+/* Creates the session for an already-mounted /dev/fuse descriptor and starts serving it.
+ * Takes ownership of fuse_fd. Returns 0 or -errno. */
+int sfs_view_start(struct sfs_view *v, int fuse_fd);
+
+/* Unmounts the view in its own mount namespace (lazy if busy). */
+void sfs_view_unmount(const struct sfs_view *v);
+
+/* Waits for the session threads to finish and frees the session. */
+void sfs_view_finish(struct sfs_view *v);
+
+extern const struct fuse_lowlevel_ops sfs_ops;
+
+#endif

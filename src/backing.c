@@ -1,0 +1,471 @@
+/* The backing (see backing.h): loop attach, the exclusive detached mount with the new mount
+ * API, share=existing clones, and reading the effective options back from the kernel. */
+#include "backing.h"
+
+#include <blkid.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libmount.h>
+#include <linux/loop.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "util.h"
+
+/* Debian 12's headers stop at FSCONFIG_CMD_RECONFIGURE; the kernel has had this since 6.6. */
+#ifndef FSCONFIG_CMD_CREATE_EXCL
+#define FSCONFIG_CMD_CREATE_EXCL 8
+#endif
+
+/* ext4 settings that the kernel does not show in the mount's options because they are its
+ * defaults: asking for them is satisfied when they are absent from the read-back. */
+static const char *const hidden_defaults[] = {
+	"data=ordered", "barrier", "barrier=1", "delalloc", "auto_da_alloc", "nodiscard",
+	"nolazytime", "dioread_nolock", "nogrpid", "sysvgroups", "init_itable",
+	"journal_checksum", "block_validity", "noblock_validity", "errors=continue",
+};
+
+bool sfs_backing_find_mount(dev_t rdev, char *where, size_t len, char *opts, size_t optslen)
+{
+	struct libmnt_table *tb = mnt_new_table_from_file("/proc/self/mountinfo");
+	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
+	struct libmnt_fs *fs;
+	bool found = false;
+
+	while (tb && it && mnt_table_next_fs(tb, it, &fs) == 0) {
+		const char *root = mnt_fs_get_root(fs);
+		if (mnt_fs_get_devno(fs) != rdev)
+			continue;
+		/* prefer a mount of the filesystem's root over a bind mount of a subtree */
+		if (found && !(root && !strcmp(root, "/")))
+			continue;
+		sfs_strlcpy(where, mnt_fs_get_target(fs), len);
+		if (opts) {
+			const char *o = mnt_fs_get_fs_options(fs);
+			const char *v = mnt_fs_get_vfs_options(fs);
+			snprintf(opts, optslen, "%s%s%s", v ? v : "", o && v ? "," : "", o ? o : "");
+		}
+		found = true;
+		if (root && !strcmp(root, "/"))
+			break;
+	}
+	mnt_free_iter(it);
+	mnt_unref_table(tb);
+	return found;
+}
+
+/* An image already attached (losetup) is reused, as mount(8) does; otherwise a free loop
+ * device is configured with autoclear, so it goes when the last user closes it. */
+static int find_loop_of(const struct stat *img, char *dev, size_t len)
+{
+	DIR *dir = opendir("/sys/block");
+	struct dirent *de;
+	int found = -1;
+
+	while (dir && (de = readdir(dir))) {
+		struct loop_info64 info;
+		char path[300];
+		int fd;
+		if (strncmp(de->d_name, "loop", 4))
+			continue;
+		snprintf(path, sizeof(path), "/dev/%s", de->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (ioctl(fd, LOOP_GET_STATUS64, &info) == 0 && info.lo_device == img->st_dev &&
+		    info.lo_inode == img->st_ino && info.lo_offset == 0 && info.lo_sizelimit == 0) {
+			sfs_strlcpy(dev, path, len);
+			found = fd;
+			break;
+		}
+		close(fd);
+	}
+	if (dir)
+		closedir(dir);
+	return found;
+}
+
+static int loop_attach(struct sfs_backing *b, const char *file, char *err, size_t errlen)
+{
+	struct loop_config cfg;
+	struct stat st;
+	int ctl = -1, ffd, lfd = -1;
+	bool ro = false;
+
+	ffd = open(file, O_RDWR | O_CLOEXEC);
+	if (ffd < 0 && (errno == EROFS || errno == EACCES)) {
+		ro = true;
+		ffd = open(file, O_RDONLY | O_CLOEXEC);
+	}
+	if (ffd < 0 || fstat(ffd, &st) < 0) {
+		sfs_errf(err, errlen, file, "%s", strerror(errno));
+		goto fail;
+	}
+	lfd = find_loop_of(&st, b->device, sizeof(b->device));
+	if (lfd >= 0) {
+		close(ffd);
+		b->loop_fd = lfd;
+		b->loop_attached = false;
+		return 0;
+	}
+	ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+	if (ctl < 0) {
+		sfs_errf(err, errlen, "/dev/loop-control", "%s", strerror(errno));
+		goto fail;
+	}
+	for (int tries = 0; tries < 32; tries++) {
+		int n = ioctl(ctl, LOOP_CTL_GET_FREE);
+		if (n < 0) {
+			sfs_errf(err, errlen, "/dev/loop-control", "no free loop device: %s",
+			         strerror(errno));
+			goto fail;
+		}
+		snprintf(b->device, sizeof(b->device), "/dev/loop%d", n);
+		lfd = open(b->device, O_RDWR | O_CLOEXEC);
+		if (lfd < 0)
+			continue;
+		memset(&cfg, 0, sizeof(cfg));
+		cfg.fd = ffd;
+		cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR | (ro ? LO_FLAGS_READ_ONLY : 0);
+		snprintf((char *)cfg.info.lo_file_name, LO_NAME_SIZE, "%s", file);
+		if (ioctl(lfd, LOOP_CONFIGURE, &cfg) == 0) {
+			close(ctl);
+			close(ffd);
+			b->loop_fd = lfd;
+			b->loop_attached = true;
+			return 0;
+		}
+		close(lfd);
+		lfd = -1;
+		if (errno != EBUSY) {
+			sfs_errf(err, errlen, b->device, "cannot attach %s: %s", file, strerror(errno));
+			goto fail;
+		}
+	}
+	sfs_errf(err, errlen, file, "no loop device could be attached");
+fail:
+	if (ctl >= 0)
+		close(ctl);
+	if (ffd >= 0)
+		close(ffd);
+	return -EIO;
+}
+
+/* The kernel's reason for a failed fsconfig, from the fs context's message queue. */
+static void kernel_reason(int fsfd, char *buf, size_t len)
+{
+	char line[512];
+	ssize_t n;
+
+	buf[0] = '\0';
+	while ((n = read(fsfd, line, sizeof(line) - 1)) > 0) {
+		line[n] = '\0';
+		if (line[0] == 'e' || line[0] == 'w')
+			snprintf(buf, len, "%s", line + 2);
+	}
+}
+
+static int set_sb_options(int fsfd, const struct sfs_opts *o, char *err, size_t errlen)
+{
+	for (int i = 0; i < o->n_sb; i++) {
+		char text[96], reason[512];
+		char *eq;
+		int rc;
+		sfs_strlcpy(text, o->sb[i].text, sizeof(text));
+		eq = strchr(text, '=');
+		if (eq) {
+			*eq = '\0';
+			rc = fsconfig(fsfd, FSCONFIG_SET_STRING, text, eq + 1, 0);
+		} else {
+			rc = fsconfig(fsfd, FSCONFIG_SET_FLAG, text, NULL, 0);
+		}
+		if (rc < 0) {
+			int e = errno;
+			kernel_reason(fsfd, reason, sizeof(reason));
+			sfs_errf(err, errlen, o->sb[i].text, "refused by ext4: %s",
+			         *reason ? reason : strerror(e));
+			return -e;
+		}
+	}
+	return 0;
+}
+
+static int mount_exclusive(struct sfs_backing *b, const struct sfs_opts *o, char *err,
+                           size_t errlen)
+{
+	char reason[512], where[PATH_MAX];
+	int fsfd, mfd, rc;
+
+	for (int attempt = 0; attempt < 2; attempt++) {
+		bool ro = attempt == 1;
+		fsfd = fsopen("ext4", FSOPEN_CLOEXEC);
+		if (fsfd < 0) {
+			sfs_errf(err, errlen, "ext4", "fsopen: %s", strerror(errno));
+			return -errno;
+		}
+		if (fsconfig(fsfd, FSCONFIG_SET_STRING, "source", b->device, 0) < 0) {
+			rc = -errno;
+			sfs_errf(err, errlen, b->device, "%s", strerror(errno));
+			close(fsfd);
+			return rc;
+		}
+		if ((rc = set_sb_options(fsfd, o, err, errlen))) {
+			close(fsfd);
+			return rc;
+		}
+		if (ro)
+			fsconfig(fsfd, FSCONFIG_SET_FLAG, "ro", NULL, 0);
+		if (fsconfig(fsfd, FSCONFIG_CMD_CREATE_EXCL, NULL, NULL, 0) == 0) {
+			b->read_only = ro;
+			break;
+		}
+		rc = -errno;
+		kernel_reason(fsfd, reason, sizeof(reason));
+		close(fsfd);
+		fsfd = -1;
+		if (rc == -EBUSY) {
+			if (sfs_backing_find_mount(b->rdev, where, sizeof(where), NULL, 0))
+				sfs_errf(err, errlen, b->device,
+				         "already mounted at %s (use share=existing to serve views over "
+				         "that mount)", where);
+			else
+				sfs_errf(err, errlen, b->device,
+				         "already in use by a mount in another namespace");
+			return rc;
+		}
+		if (!ro && (rc == -EROFS || rc == -EACCES))
+			continue;
+		sfs_errf(err, errlen, b->device, "cannot mount as ext4: %s",
+		         *reason ? reason : strerror(-rc));
+		return rc;
+	}
+	if (fsfd < 0) {
+		sfs_errf(err, errlen, b->device, "cannot mount as ext4");
+		return -EIO;
+	}
+	mfd = fsmount(fsfd, FSMOUNT_CLOEXEC,
+	              MOUNT_ATTR_STRICTATIME | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID |
+	                      MOUNT_ATTR_NOEXEC);
+	rc = -errno;
+	close(fsfd);
+	if (mfd < 0) {
+		sfs_errf(err, errlen, b->device, "fsmount: %s", strerror(-rc));
+		return rc;
+	}
+	b->root_fd = mfd;
+	b->mode = SFS_SHARE_EXCLUSIVE;
+	return 0;
+}
+
+static int clone_existing(struct sfs_backing *b, char *err, size_t errlen)
+{
+	struct mount_attr attr = {.attr_set = MOUNT_ATTR_STRICTATIME, .attr_clr = MOUNT_ATTR__ATIME};
+	char opts[1024];
+	int fd;
+
+	if (!sfs_backing_find_mount(b->rdev, b->existing_at, sizeof(b->existing_at), opts,
+	                            sizeof(opts))) {
+		sfs_errf(err, errlen, b->device,
+		         "share=existing: not mounted in this namespace");
+		return -ENOENT;
+	}
+	fd = open_tree(AT_FDCWD, b->existing_at, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		sfs_errf(err, errlen, b->existing_at, "open_tree: %s", strerror(e));
+		return -e;
+	}
+	/* the clone is ours alone: its atime rule is the daemon's (policy/atime.c) */
+	mount_setattr(fd, "", AT_EMPTY_PATH, &attr, sizeof(attr));
+	b->root_fd = fd;
+	b->mode = SFS_SHARE_EXISTING;
+	return 0;
+}
+
+/* A detached mount appears in no mount table; a child in a private namespace attaches a
+ * clone of it and reads the superblock's options from its own mountinfo (kernel-facts §2). */
+static int read_back_options(struct sfs_backing *b, const char *probe_dir)
+{
+	int p[2];
+	pid_t pid;
+	ssize_t n;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		struct libmnt_table *tb;
+		struct libmnt_fs *fs;
+		char out[2048];
+		int c;
+		close(p[0]);
+		if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+			_exit(1);
+		c = open_tree(b->root_fd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH | OPEN_TREE_CLOEXEC);
+		if (c < 0 || move_mount(c, "", AT_FDCWD, probe_dir, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+			_exit(1);
+		tb = mnt_new_table_from_file("/proc/self/mountinfo");
+		fs = tb ? mnt_table_find_target(tb, probe_dir, MNT_ITER_BACKWARD) : NULL;
+		if (!fs)
+			_exit(1);
+		snprintf(out, sizeof(out), "%s", mnt_fs_get_fs_options(fs) ? mnt_fs_get_fs_options(fs) : "");
+		if (write(p[1], out, strlen(out)) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	close(p[1]);
+	n = read(p[0], b->options, sizeof(b->options) - 1);
+	close(p[0]);
+	waitpid(pid, NULL, 0);
+	if (n <= 0)
+		return -EIO;
+	b->options[n] = '\0';
+	return 0;
+}
+
+static bool option_in(const char *list, const char *opt)
+{
+	char *copy = strdup(list), *save = NULL;
+	bool found = false;
+
+	for (char *t = strtok_r(copy, ",", &save); t && !found; t = strtok_r(NULL, ",", &save))
+		found = !strcmp(t, opt);
+	free(copy);
+	return found;
+}
+
+/* Every superblock-only option asked for must be in effect: shown by the kernel, or a
+ * default that the kernel does not show. */
+static int check_effective(const struct sfs_backing *b, const struct sfs_opts *o, char *err,
+                           size_t errlen)
+{
+	for (int i = 0; i < o->n_sb; i++) {
+		const char *t = o->sb[i].text;
+		bool hidden = false;
+		if (option_in(b->options, t))
+			continue;
+		for (size_t k = 0; k < ARRAY_SIZE(hidden_defaults); k++)
+			hidden |= !strcmp(hidden_defaults[k], t);
+		if (hidden)
+			continue;
+		sfs_errf(err, errlen, t, "not in effect on the backing (the kernel reports %s)",
+		         b->options);
+		return -EINVAL;
+	}
+	if (!o->ro && b->read_only) {
+		sfs_errf(err, errlen, "rw", "the backing is read-only (use ro)");
+		return -EROFS;
+	}
+	return 0;
+}
+
+/* ACLs and user xattrs are probed on the backing root rather than inferred from options. */
+static void probe_features(struct sfs_backing *b)
+{
+	char path[40];
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", b->root_fd);
+	b->has_acl = getxattr(path, "system.posix_acl_access", NULL, 0) >= 0 || errno == ENODATA;
+	b->has_user_xattr = getxattr(path, "user.strictfs.probe", NULL, 0) >= 0 || errno == ENODATA;
+}
+
+static void read_uuid(struct sfs_backing *b)
+{
+	char *uuid = blkid_get_tag_value(NULL, "UUID", b->device);
+
+	if (uuid)
+		sfs_strlcpy(b->uuid, uuid, sizeof(b->uuid));
+	free(uuid);
+}
+
+int sfs_backing_open(struct sfs_backing *b, const char *source, bool source_is_file,
+                     const struct sfs_opts *o, char *err, size_t errlen)
+{
+	char probe[PATH_MAX];
+	struct stat st;
+	int rc;
+
+	memset(b, 0, sizeof(*b));
+	b->root_fd = b->loop_fd = b->dev_fd = -1;
+	if (source_is_file) {
+		if ((rc = loop_attach(b, source, err, errlen)))
+			return rc;
+	} else {
+		sfs_strlcpy(b->device, source, sizeof(b->device));
+	}
+	if (stat(b->device, &st) < 0 || !S_ISBLK(st.st_mode)) {
+		sfs_errf(err, errlen, b->device, "not a block device");
+		rc = -ENOTBLK;
+		goto fail;
+	}
+	b->rdev = st.st_rdev;
+	read_uuid(b);
+	rc = o->share == SFS_SHARE_EXISTING ? clone_existing(b, err, errlen)
+	                                    : mount_exclusive(b, o, err, errlen);
+	if (rc)
+		goto fail;
+	if (fstat(b->root_fd, &st) < 0) {
+		rc = -errno;
+		sfs_errf(err, errlen, b->device, "%s", strerror(errno));
+		goto fail;
+	}
+	b->fs_dev = st.st_dev;
+	b->dev_fd = open(b->device, O_RDONLY | O_CLOEXEC);
+	snprintf(probe, sizeof(probe), "%s/.probe-%d", SFS_RUNDIR, getpid());
+	mkdir(probe, 0700);
+	rc = read_back_options(b, probe);
+	rmdir(probe);
+	if (rc) {
+		sfs_errf(err, errlen, b->device, "cannot read the backing's options back");
+		goto fail;
+	}
+	if (b->mode == SFS_SHARE_EXISTING && strstr(b->options, "ro") == b->options &&
+	    (b->options[2] == ',' || b->options[2] == '\0'))
+		b->read_only = true;
+	if ((rc = check_effective(b, o, err, errlen)))
+		goto fail;
+	probe_features(b);
+	return 0;
+fail:
+	sfs_backing_close(b);
+	return rc;
+}
+
+void sfs_backing_close(struct sfs_backing *b)
+{
+	if (b->root_fd >= 0)
+		close(b->root_fd);
+	if (b->dev_fd >= 0)
+		close(b->dev_fd);
+	/* autoclear detaches the loop device once the superblock and this fd let go of it */
+	if (b->loop_fd >= 0)
+		close(b->loop_fd);
+	b->root_fd = b->dev_fd = b->loop_fd = -1;
+}
+
+unsigned long long sfs_backing_total_blocks(const struct sfs_backing *b)
+{
+	unsigned char sb[1024];
+	unsigned long long lo, hi = 0;
+
+	if (b->dev_fd < 0 || pread(b->dev_fd, sb, sizeof(sb), 1024) != (ssize_t)sizeof(sb))
+		return 0;
+	if (sb[0x38] != 0x53 || sb[0x39] != 0xef)
+		return 0; /* not an ext2/3/4 superblock */
+	lo = sb[4] | sb[5] << 8 | sb[6] << 16 | (unsigned long long)sb[7] << 24;
+	if (sb[0x60] & 0x80) /* INCOMPAT_64BIT */
+		hi = sb[0x150] | sb[0x151] << 8 | sb[0x152] << 16 | (unsigned long long)sb[0x153] << 24;
+	return hi << 32 | lo;
+}

@@ -1,0 +1,373 @@
+/* The strictfs command: mount, umount, status, demo. Messages put the object first
+ * ("strictfs: OBJECT: reason"); refusals exit 1, usage errors 2 (SPEC §2). */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <libmount.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "control.h"
+#include "options.h"
+#include "status.h"
+#include "util.h"
+
+#define ERRLEN 1024
+
+static void usage(FILE *out)
+{
+	fputs("Usage:\n"
+	      " strictfs mount [-o OPTIONS] SOURCE MOUNTPOINT   add a view of SOURCE\n"
+	      " strictfs umount MOUNTPOINT                      remove a view\n"
+	      " strictfs status [SOURCE|MOUNTPOINT] [--json]    daemons, backings and views\n"
+	      " strictfs demo                                   the seed scenario, end to end\n"
+	      "\nOptions:\n"
+	      " -o, --options LIST   view options (acl, noacl, user_xattr, nouser_xattr, ro, rw,\n"
+	      "                      subdir=PATH, bsddf, minixdf, nosuid, nodev, noexec, noatime,\n"
+	      "                      relatime, strictatime, nodiratime, nosymfollow, cache=,\n"
+	      "                      share=, ext4 superblock options); see strictfs(8)\n"
+	      " -h, --help           display this help\n"
+	      " -V, --version        display version\n",
+	      out);
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "strictfs: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\nTry 'strictfs --help' for more information.\n");
+	return SFS_EXIT_USAGE;
+}
+
+static void print_err(const char *line)
+{
+	fprintf(stderr, "%s\n", line);
+}
+
+static int ensure_rundir(char *err, size_t errlen)
+{
+	if (mkdir(SFS_RUNDIR, 0700) < 0 && errno != EEXIST) {
+		sfs_errf(err, errlen, SFS_RUNDIR, "%s", strerror(errno));
+		return -1;
+	}
+	chmod(SFS_RUNDIR, 0700);
+	return 0;
+}
+
+/* The FUSE mount of a view, made here in the caller's namespace (SPEC §6). */
+static int mount_view(const char *source, const char *mp, const struct sfs_opts *o, int *fuse_fd,
+                      char *err, size_t errlen)
+{
+	char data[256];
+	int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+
+	if (fd < 0) {
+		sfs_errf(err, errlen, "/dev/fuse", "%s", strerror(errno));
+		return -1;
+	}
+	snprintf(data, sizeof(data),
+	         "fd=%d,rootmode=40000,user_id=0,group_id=0,allow_other,default_permissions", fd);
+	if (mount(source, mp, "fuse.strictfs", o->mount_flags, data) < 0) {
+		sfs_errf(err, errlen, mp, "%s", strerror(errno));
+		close(fd);
+		return -1;
+	}
+	*fuse_fd = fd;
+	return 0;
+}
+
+static int add_view(const char *key, const char *source, const char *mp, const char *options,
+                    int fuse_fd, char *err, size_t errlen)
+{
+	struct sfs_msg req, rep;
+	const char *rc, *msg;
+	int ns = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+	int r;
+
+	if (ns < 0) {
+		sfs_errf(err, errlen, "/proc/self/ns/mnt", "%s", strerror(errno));
+		return -1;
+	}
+	sfs_msg_init(&req, SFS_REQ_ADD_VIEW);
+	sfs_msg_add(&req, "mountpoint", mp);
+	sfs_msg_add(&req, "source", source);
+	sfs_msg_add(&req, "options", options);
+	req.fds[0] = fuse_fd;
+	req.fds[1] = ns;
+	req.nfds = 2;
+	r = sfs_client_call(key, &req, &rep);
+	sfs_msg_free(&req);
+	close(ns);
+	if (r) {
+		sfs_errf(err, errlen, source, "the daemon did not answer: %s", strerror(-r));
+		return -1;
+	}
+	rc = sfs_msg_get(&rep, "rc");
+	msg = sfs_msg_get(&rep, "msg");
+	r = rc && !strcmp(rc, "0") ? 0 : -1;
+	if (r)
+		sfs_strlcpy(err, msg ? msg : "strictfs: the daemon refused the view", errlen);
+	sfs_msg_free(&rep);
+	return r;
+}
+
+static int check_mountpoint(const char *mp, char *real, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (!realpath(mp, real) || stat(real, &st) < 0) {
+		sfs_errf(err, errlen, mp, "%s", strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		sfs_errf(err, errlen, mp, "not a directory");
+		return -1;
+	}
+	return 0;
+}
+
+int sfs_cli_mount(const char *source, const char *mountpoint, const char *options, bool verbose)
+{
+	char err[ERRLEN] = "", key[128], path[PATH_MAX], mp[PATH_MAX], lockp[PATH_MAX];
+	struct sfs_opts o;
+	pid_t started = 0;
+	bool is_file;
+	int lock = -1, fuse_fd = -1, conn;
+
+	if (sfs_opts_parse(options, &o, err, sizeof(err)))
+		goto fail;
+	if (o.remount) {
+		sfs_errf(err, sizeof(err), "remount",
+		         "changing a view's options in place is not supported yet; umount and mount "
+		         "it again");
+		goto fail;
+	}
+	if (sfs_source_key(source, key, sizeof(key), path, sizeof(path), &is_file, err, sizeof(err)))
+		goto fail;
+	if (check_mountpoint(mountpoint, mp, err, sizeof(err)) || ensure_rundir(err, sizeof(err)))
+		goto fail;
+	sfs_lock_path(key, lockp, sizeof(lockp));
+	lock = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (lock < 0 || flock(lock, LOCK_EX) < 0) {
+		sfs_errf(err, sizeof(err), lockp, "%s", strerror(errno));
+		goto fail;
+	}
+	conn = sfs_client_connect(key);
+	if (conn >= 0) {
+		close(conn);
+	} else if (sfs_client_start_daemon(key, path, is_file, options, &started, err,
+	                                   sizeof(err))) {
+		goto fail;
+	}
+	if (mount_view(source, mp, &o, &fuse_fd, err, sizeof(err)))
+		goto fail;
+	if (add_view(key, source, mp, options, fuse_fd, err, sizeof(err))) {
+		umount2(mp, MNT_DETACH);
+		goto fail;
+	}
+	close(fuse_fd);
+	close(lock);
+	if (verbose)
+		printf("strictfs: %s mounted on %s (-o %s)\n", source, mp, *options ? options : "defaults");
+	return 0;
+fail:
+	if (fuse_fd >= 0)
+		close(fuse_fd);
+	if (lock >= 0)
+		close(lock);
+	/* a daemon started for this view ends by itself once the lock is free: wait for it, so
+	 * that nothing is left behind when this command returns */
+	if (started)
+		sfs_wait_pid_gone(started, 5000);
+	print_err(err);
+	return -1;
+}
+
+static int cmd_mount(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"options", required_argument, NULL, 'o'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0}};
+	char options[SFS_OPTSTR_MAX] = "";
+	bool verbose = false;
+	int c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+o:vh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			if (*options && !sfs_list_append(options, sizeof(options), optarg))
+				return usage_error("%s: option list too long", "-o");
+			if (!*options)
+				sfs_strlcpy(options, optarg, sizeof(options));
+			break;
+		case 'v':
+			verbose = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return SFS_EXIT_OK;
+		default:
+			return usage_error("%s: bad option", "mount");
+		}
+	}
+	if (argc - optind != 2)
+		return usage_error("%s: needs SOURCE and MOUNTPOINT", "mount");
+	return sfs_cli_mount(argv[optind], argv[optind + 1], options, verbose) ? SFS_EXIT_FAIL
+	                                                                       : SFS_EXIT_OK;
+}
+
+/* The view at mountpoint in this namespace's mount table, or false. */
+static bool is_view(const char *mp)
+{
+	struct libmnt_table *tb = mnt_new_table_from_file("/proc/self/mountinfo");
+	struct libmnt_fs *fs = tb ? mnt_table_find_target(tb, mp, MNT_ITER_BACKWARD) : NULL;
+	bool yes = fs && mnt_fs_get_fstype(fs) && !strcmp(mnt_fs_get_fstype(fs), "fuse.strictfs");
+
+	mnt_unref_table(tb);
+	return yes;
+}
+
+/* The pid of the daemon whose only view is at mp, or 0. */
+static pid_t sole_view_daemon(const char *mp)
+{
+	json_object *doc = sfs_client_status(), *daemons = json_object_object_get(doc, "daemons");
+	pid_t pid = 0;
+
+	for (size_t i = 0; daemons && i < json_object_array_length(daemons); i++) {
+		json_object *d = json_object_array_get_idx(daemons, i);
+		json_object *views = json_object_object_get(d, "views");
+		if (json_object_array_length(views) != 1)
+			continue;
+		if (!strcmp(json_object_get_string(json_object_object_get(
+			    json_object_array_get_idx(views, 0), "mountpoint")), mp))
+			pid = json_object_get_int(json_object_object_get(d, "pid"));
+	}
+	json_object_put(doc);
+	return pid;
+}
+
+static int cmd_umount(int argc, char **argv)
+{
+	char mp[PATH_MAX], err[ERRLEN];
+	pid_t last;
+
+	if (argc != 2)
+		return usage_error("%s: needs MOUNTPOINT", "umount");
+	if (!realpath(argv[1], mp)) {
+		sfs_errf(err, sizeof(err), argv[1], "%s", strerror(errno));
+		print_err(err);
+		return SFS_EXIT_FAIL;
+	}
+	if (!is_view(mp)) {
+		sfs_errf(err, sizeof(err), mp, "not a strictfs view");
+		print_err(err);
+		return SFS_EXIT_FAIL;
+	}
+	last = sole_view_daemon(mp);
+	if (umount2(mp, UMOUNT_NOFOLLOW) < 0) {
+		sfs_errf(err, sizeof(err), mp, "%s", strerror(errno));
+		print_err(err);
+		return SFS_EXIT_FAIL;
+	}
+	/* the last view: the daemon releases the backing; wait so the device is free on return */
+	if (last && !sfs_wait_pid_gone(last, 10000)) {
+		sfs_errf(err, sizeof(err), mp, "unmounted, but daemon %d has not exited yet", last);
+		print_err(err);
+		return SFS_EXIT_FAIL;
+	}
+	return SFS_EXIT_OK;
+}
+
+/* Keeps the daemons whose source, backing device or a view matches what. */
+static void filter_status(json_object *doc, const char *what)
+{
+	json_object *daemons = json_object_object_get(doc, "daemons");
+	json_object *kept = json_object_new_array();
+	char real[PATH_MAX];
+
+	if (!realpath(what, real))
+		sfs_strlcpy(real, what, sizeof(real));
+	for (size_t i = 0; i < json_object_array_length(daemons); i++) {
+		json_object *d = json_object_array_get_idx(daemons, i);
+		json_object *views = json_object_object_get(d, "views");
+		json_object *b = json_object_object_get(d, "backing");
+		bool match = !strcmp(json_object_get_string(json_object_object_get(d, "source")), real) ||
+		             !strcmp(json_object_get_string(json_object_object_get(b, "path")), real);
+		for (size_t k = 0; !match && k < json_object_array_length(views); k++)
+			match = !strcmp(json_object_get_string(json_object_object_get(
+				                json_object_array_get_idx(views, k), "mountpoint")), real);
+		if (match)
+			json_object_array_add(kept, json_object_get(d));
+	}
+	json_object_object_add(doc, "daemons", kept);
+}
+
+static int cmd_status(int argc, char **argv)
+{
+	const char *what = NULL;
+	bool as_json = false;
+	json_object *doc;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			as_json = true;
+		else if (argv[i][0] == '-')
+			return usage_error("status: unknown option %s", argv[i]);
+		else if (!what)
+			what = argv[i];
+		else
+			return usage_error("status: %s: one SOURCE or MOUNTPOINT at most", argv[i]);
+	}
+	doc = sfs_client_status();
+	if (what)
+		filter_status(doc, what);
+	if (as_json)
+		printf("%s\n", json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY |
+		                                                       JSON_C_TO_STRING_NOSLASHESCAPE));
+	else
+		sfs_status_print(doc);
+	json_object_put(doc);
+	return SFS_EXIT_OK;
+}
+
+int sfs_cli_main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return SFS_EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		usage(stdout);
+		return SFS_EXIT_OK;
+	}
+	if (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version")) {
+		printf("strictfs %s\n", SFS_VERSION);
+		return SFS_EXIT_OK;
+	}
+	if (geteuid() != 0 && strcmp(argv[1], "status")) {
+		fprintf(stderr, "strictfs: %s: must be run as root\n", argv[1]);
+		return SFS_EXIT_FAIL;
+	}
+	if (!strcmp(argv[1], "mount"))
+		return cmd_mount(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "umount") || !strcmp(argv[1], "unmount"))
+		return cmd_umount(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "status"))
+		return cmd_status(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "demo"))
+		return sfs_demo("/proc/self/exe");
+	return usage_error("%s: unknown command", argv[1]);
+}

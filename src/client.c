@@ -1,0 +1,142 @@
+/* The CLI's half of the control protocol (see client.h). */
+#include "client.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "status.h"
+#include "util.h"
+
+int sfs_client_connect(const char *key)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct timeval tv = {10, 0};
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -errno;
+	sfs_socket_path(key, sa.sun_path, sizeof(sa.sun_path));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+int sfs_client_call(const char *key, struct sfs_msg *req, struct sfs_msg *reply)
+{
+	int fd = sfs_client_connect(key), rc;
+
+	if (fd < 0)
+		return fd;
+	rc = sfs_msg_send(fd, req);
+	if (!rc)
+		rc = sfs_msg_recv(fd, reply);
+	close(fd);
+	return rc;
+}
+
+int sfs_client_start_daemon(const char *key, const char *source, bool is_file,
+                            const char *options, pid_t *pid, char *err, size_t errlen)
+{
+	char buf[1024], fdarg[16];
+	int p[2], status;
+	pid_t child;
+	ssize_t n;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	child = fork();
+	if (child < 0)
+		return -errno;
+	if (child == 0) {
+		/* a grandchild in its own session, so the daemon outlives this command */
+		int null = open("/dev/null", O_RDWR);
+		setsid();
+		if (fork() != 0)
+			_exit(0);
+		close(p[0]);
+		fcntl(p[1], F_SETFD, 0);
+		dup2(null, 0);
+		dup2(null, 1);
+		dup2(null, 2);
+		snprintf(fdarg, sizeof(fdarg), "%d", p[1]);
+		execl("/proc/self/exe", "strictfs", "__daemon", key, source, is_file ? "file" : "device",
+		      options, fdarg, (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	waitpid(child, &status, 0);
+	n = read(p[0], buf, sizeof(buf) - 1);
+	close(p[0]);
+	if (n <= 0) {
+		sfs_errf(err, errlen, source, "the daemon did not start");
+		return -EIO;
+	}
+	buf[n] = '\0';
+	if (strncmp(buf, "OK ", 3)) {
+		sfs_strlcpy(err, buf, errlen);
+		return -EINVAL;
+	}
+	*pid = atoi(buf + 3);
+	return 0;
+}
+
+json_object *sfs_client_status(void)
+{
+	json_object *doc = json_object_new_object(), *daemons = json_object_new_array();
+	DIR *dir = opendir(SFS_RUNDIR);
+	struct dirent *de;
+
+	json_object_object_add(doc, "version", json_object_new_int(SFS_STATUS_VERSION));
+	while (dir && (de = readdir(dir))) {
+		size_t len = strlen(de->d_name);
+		struct sfs_msg req, rep;
+		char key[256];
+		const char *js;
+		if (len < 6 || strcmp(de->d_name + len - 5, ".sock") || len - 5 >= sizeof(key))
+			continue;
+		snprintf(key, sizeof(key), "%.*s", (int)(len - 5), de->d_name);
+		sfs_msg_init(&req, SFS_REQ_STATUS);
+		if (sfs_client_call(key, &req, &rep) == 0) {
+			js = sfs_msg_get(&rep, "json");
+			json_object *o = js ? json_tokener_parse(js) : NULL;
+			if (o)
+				json_object_array_add(daemons, o);
+			sfs_msg_free(&rep);
+		}
+		sfs_msg_free(&req);
+	}
+	if (dir)
+		closedir(dir);
+	json_object_object_add(doc, "daemons", daemons);
+	return doc;
+}
+
+bool sfs_wait_pid_gone(pid_t pid, int ms)
+{
+	int fd = syscall(SYS_pidfd_open, pid, 0);
+	struct pollfd pf;
+	bool gone;
+
+	if (fd < 0)
+		return errno == ESRCH;
+	pf.fd = fd;
+	pf.events = POLLIN;
+	gone = poll(&pf, 1, ms) == 1;
+	close(fd);
+	return gone;
+}

@@ -1,0 +1,183 @@
+/* Per-thread caller credentials (see creds.h). The thread-local cache keeps what the thread
+ * currently has, so a run of requests by one caller costs no syscall at all. */
+#include "creds.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_GROUPS 256
+#define GROUPS_TTL_NS 1000000000ll
+
+struct thread_creds {
+	bool ready;
+	uid_t uid;
+	gid_t gid;
+	mode_t umask;
+	/* supplementary groups: valid for (pid, uid, gid) until groups_expiry */
+	pid_t groups_pid;
+	uid_t groups_uid;
+	gid_t groups_gid;
+	long long groups_expiry;
+	int ngroups;
+	gid_t groups[MAX_GROUPS];
+	/* saved by sfs_priv_begin */
+	int priv_depth;
+	struct __user_cap_data_struct saved[2];
+};
+
+static __thread struct thread_creds tc;
+
+static long long now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+/* A libfuse worker starts as the daemon: root, root's groups, the daemon's umask (0).
+ * CLONE_FS gives it a umask of its own. */
+static int thread_init(void)
+{
+	if (unshare(CLONE_FS) < 0)
+		return -errno;
+	tc.uid = 0;
+	tc.gid = 0;
+	tc.umask = umask(0);
+	tc.umask = 0;
+	tc.ngroups = -1;
+	tc.ready = true;
+	return 0;
+}
+
+static int set_groups(fuse_req_t req, const struct fuse_ctx *ctx)
+{
+	gid_t list[MAX_GROUPS];
+	int n;
+
+	if (tc.ngroups >= 0 && tc.groups_pid == ctx->pid && tc.groups_uid == ctx->uid &&
+	    tc.groups_gid == ctx->gid && now_ns() < tc.groups_expiry)
+		return 0;
+	n = ctx->pid ? fuse_req_getgroups(req, MAX_GROUPS, list) : 0;
+	if (n < 0)
+		n = 0; /* the caller is gone or unreadable: act with no supplementary groups */
+	if (n > MAX_GROUPS)
+		n = MAX_GROUPS;
+	if (n != tc.ngroups || memcmp(list, tc.groups, n * sizeof(gid_t))) {
+		if (syscall(SYS_setgroups, n, list) < 0)
+			return -errno;
+		memcpy(tc.groups, list, n * sizeof(gid_t));
+		tc.ngroups = n;
+	}
+	tc.groups_pid = ctx->pid;
+	tc.groups_uid = ctx->uid;
+	tc.groups_gid = ctx->gid;
+	tc.groups_expiry = now_ns() + GROUPS_TTL_NS;
+	return 0;
+}
+
+int sfs_creds_enter(fuse_req_t req)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	int rc;
+
+	if (!tc.ready && (rc = thread_init()))
+		return rc;
+	/* Groups matter only where the backing decides by them; root passes those checks by
+	 * capability, so its requests skip the /proc read. */
+	if (ctx->uid != 0 && (rc = set_groups(req, ctx)))
+		return rc;
+	if (ctx->gid != tc.gid) {
+		syscall(SYS_setfsgid, ctx->gid);
+		if ((gid_t)syscall(SYS_setfsgid, -1) != ctx->gid)
+			return -EPERM;
+		tc.gid = ctx->gid;
+	}
+	if (ctx->uid != tc.uid) {
+		syscall(SYS_setfsuid, ctx->uid);
+		if ((uid_t)syscall(SYS_setfsuid, -1) != ctx->uid)
+			return -EPERM;
+		tc.uid = ctx->uid;
+	}
+	if (ctx->umask != tc.umask) {
+		umask(ctx->umask);
+		tc.umask = ctx->umask;
+	}
+	return 0;
+}
+
+static int capget_self(struct __user_cap_data_struct data[2])
+{
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+	return syscall(SYS_capget, &h, data);
+}
+
+static int capset_self(struct __user_cap_data_struct data[2])
+{
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+	return syscall(SYS_capset, &h, data);
+}
+
+static void raise_cap(struct __user_cap_data_struct data[2], int cap)
+{
+	data[CAP_TO_INDEX(cap)].effective |= CAP_TO_MASK(cap);
+}
+
+void sfs_priv_begin(unsigned what)
+{
+	struct __user_cap_data_struct d[2];
+
+	if (tc.priv_depth++ || tc.uid == 0)
+		return; /* fsuid 0 already has every file capability */
+	if (capget_self(tc.saved) < 0)
+		return;
+	memcpy(d, tc.saved, sizeof(d));
+	if (what & SFS_PRIV_SEARCH)
+		raise_cap(d, CAP_DAC_READ_SEARCH);
+	if (what & SFS_PRIV_DAC) {
+		raise_cap(d, CAP_DAC_READ_SEARCH);
+		raise_cap(d, CAP_DAC_OVERRIDE);
+	}
+	if (what & SFS_PRIV_FOWNER) {
+		raise_cap(d, CAP_FOWNER);
+		raise_cap(d, CAP_FSETID);
+	}
+	capset_self(d);
+}
+
+void sfs_priv_end(void)
+{
+	if (--tc.priv_depth || tc.uid == 0)
+		return;
+	capset_self(tc.saved);
+}
+
+bool sfs_pid_has_sys_admin(pid_t pid)
+{
+	char path[64], line[256];
+	bool yes = false;
+	FILE *f;
+
+	if (pid <= 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long eff;
+		if (sscanf(line, "CapEff: %llx", &eff) == 1) {
+			yes = eff & (1ull << CAP_SYS_ADMIN);
+			break;
+		}
+	}
+	fclose(f);
+	return yes;
+}

@@ -1,0 +1,502 @@
+/* One daemon per source (SPEC §6): sets up the backing, answers the control socket, adds and
+ * drops views, and ends when the last view is gone or on SIGTERM. The control loop is one
+ * thread; each view's session has its own threads (view.c). */
+#include "daemon.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "coherence.h"
+#include "control.h"
+#include "status.h"
+#include "util.h"
+
+#define ERRLEN 1024
+#define SHUTDOWN_WAIT_MS 5000
+
+void sfs_daemon_wake(struct sfs_daemon *d)
+{
+	uint64_t one = 1;
+	if (write(d->event_fd, &one, sizeof(one)) < 0)
+		syslog(LOG_WARNING, "eventfd: %m");
+}
+
+/* The descriptor limit is raised to the hard limit; the node cache takes a quarter of it,
+ * the rest is for files the callers hold open. */
+static size_t raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+		return rl.rlim_cur / 4 > 16384 ? 16384 : rl.rlim_cur / 4;
+	}
+	return 256;
+}
+
+static void *signal_thread(void *arg)
+{
+	struct sfs_daemon *d = arg;
+	sigset_t set;
+	int sig;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	for (;;) {
+		if (sigwait(&set, &sig) != 0)
+			continue;
+		syslog(LOG_INFO, "%s: signal %d: unmounting every view", d->source, sig);
+		atomic_store(&d->stopping, true);
+		sfs_daemon_wake(d);
+	}
+	return NULL;
+}
+
+static int listen_on(struct sfs_daemon *d, char *err, size_t errlen)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd;
+
+	sfs_socket_path(d->key, sa.sun_path, sizeof(sa.sun_path));
+	unlink(sa.sun_path); /* a crashed daemon's socket: we hold the source's lock */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    chmod(sa.sun_path, 0600) < 0 || listen(fd, 16) < 0) {
+		sfs_errf(err, errlen, sa.sun_path, "%s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	d->listen_fd = fd;
+	return 0;
+}
+
+/* The view's root: subdir resolved beneath the backing root, never through a symlink. */
+static int open_view_root(struct sfs_daemon *d, const char *subdir, struct sfs_node **out,
+                          char *err, size_t errlen)
+{
+	struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+	                       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+	                                  RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
+	const char *rel = subdir[1] ? subdir + 1 : ".";
+	char obj[PATH_MAX + 8];
+	struct stat st;
+	int fd;
+
+	snprintf(obj, sizeof(obj), "subdir=%s", subdir);
+	if (!strcmp(rel, ".strictfs") || !strncmp(rel, ".strictfs/", 10)) {
+		sfs_errf(err, errlen, obj, "%s", strerror(ENOENT));
+		return -ENOENT;
+	}
+	fd = syscall(SYS_openat2, d->backing.root_fd, rel, &how, sizeof(how));
+	if (fd < 0) {
+		int e = errno;
+		sfs_errf(err, errlen, obj, "%s", e == ELOOP ? "a symlink in the path (not followed)"
+		                                            : strerror(e));
+		return -e;
+	}
+	if (fstat(fd, &st) < 0) {
+		int e = errno;
+		close(fd);
+		sfs_errf(err, errlen, obj, "%s", strerror(e));
+		return -e;
+	}
+	return sfs_itab_get(&d->itab, &d->fdc, fd, &st, SFS_PIN, out);
+}
+
+/* Whether a view with options o can join the views already served. */
+static int admissible(struct sfs_daemon *d, const struct sfs_opts *o, char *err, size_t errlen)
+{
+	const struct sfs_backing *b = &d->backing;
+	int rc;
+
+	if (o->share != d->in_force.share) {
+		sfs_errf(err, errlen, o->share == SFS_SHARE_EXISTING ? "share=existing" : "share=exclusive",
+		         "%s is already served with %s", d->source,
+		         d->in_force.share == SFS_SHARE_EXISTING ? "share=existing" : "share=exclusive");
+		return -EINVAL;
+	}
+	if ((rc = sfs_opts_sb_compatible(&d->in_force, o, err, errlen)))
+		return rc;
+	if (o->remount) {
+		sfs_errf(err, errlen, "remount", "not a view of this source");
+		return -EINVAL;
+	}
+	if (o->acl && !b->has_acl) {
+		sfs_errf(err, errlen, "acl", "the backing has no POSIX ACL support");
+		return -EOPNOTSUPP;
+	}
+	if (o->user_xattr && !b->has_user_xattr) {
+		sfs_errf(err, errlen, "user_xattr", "the backing has no user xattr support");
+		return -EOPNOTSUPP;
+	}
+	if (!o->ro && b->read_only) {
+		sfs_errf(err, errlen, "rw", "the backing is read-only (use ro)");
+		return -EROFS;
+	}
+	if (o->cache == SFS_CACHE_WRITEBACK && d->nviews) {
+		sfs_errf(err, errlen, "cache=writeback",
+		         "%s has other views; writeback caching needs the only view (SPEC §4.3)",
+		         d->source);
+		return -EBUSY;
+	}
+	for (size_t s = 0; s < SFS_MAX_VIEWS; s++)
+		if (d->views[s] && d->views[s]->opts.cache == SFS_CACHE_WRITEBACK) {
+			sfs_errf(err, errlen, "cache=writeback",
+			         "the view at %s uses it; no further views of %s while it exists",
+			         d->views[s]->mountpoint, d->source);
+			return -EBUSY;
+		}
+	if (d->nviews >= SFS_MAX_VIEWS) {
+		sfs_errf(err, errlen, d->source, "too many views");
+		return -EMFILE;
+	}
+	return 0;
+}
+
+static int free_slot(struct sfs_daemon *d)
+{
+	for (int s = 0; s < SFS_MAX_VIEWS; s++)
+		if (!d->views[s])
+			return s;
+	return -1;
+}
+
+static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t errlen)
+{
+	const char *mp = sfs_msg_get(req, "mountpoint");
+	const char *optstr = sfs_msg_get(req, "options");
+	const char *src = sfs_msg_get(req, "source");
+	struct sfs_view *v = NULL;
+	int rc, slot;
+
+	if (!mp || !optstr || !src || req->nfds != 2 || strlen(mp) >= PATH_MAX ||
+	    strlen(src) >= PATH_MAX) {
+		sfs_errf(err, errlen, "control", "malformed add-view request");
+		rc = -EPROTO;
+		goto fail;
+	}
+	rc = -ENOMEM;
+	if (!(v = calloc(1, sizeof(*v))))
+		goto fail;
+	v->ns_fd = -1;
+	if ((rc = sfs_opts_parse(optstr, &v->opts, err, errlen)))
+		goto fail;
+	if ((rc = admissible(d, &v->opts, err, errlen)))
+		goto fail;
+	if ((slot = free_slot(d)) < 0) {
+		rc = -EMFILE;
+		goto fail;
+	}
+	if ((rc = open_view_root(d, v->opts.subdir, &v->root, err, errlen)))
+		goto fail;
+	v->d = d;
+	v->slot = slot;
+	strcpy(v->mountpoint, mp);
+	strcpy(v->source, src);
+	v->ns_fd = req->fds[1];
+	req->fds[1] = -1;
+	rc = sfs_view_start(v, req->fds[0]);
+	req->fds[0] = -1;
+	if (rc) {
+		sfs_errf(err, errlen, mp, "cannot start the FUSE session: %s", strerror(-rc));
+		sfs_itab_unpin(&d->itab, &d->fdc, v->root);
+		goto fail;
+	}
+	pthread_rwlock_wrlock(&d->views_lock);
+	d->views[slot] = v;
+	d->nviews++;
+	pthread_rwlock_unlock(&d->views_lock);
+	syslog(LOG_INFO, "%s: view added at %s (-o %s)", d->source, mp, optstr);
+	return 0;
+fail:
+	if (v && v->ns_fd >= 0)
+		close(v->ns_fd);
+	free(v);
+	syslog(LOG_WARNING, "%s: view at %s refused: %s", d->source, mp ? mp : "?", err);
+	return rc;
+}
+
+static void drop_view(struct sfs_daemon *d, struct sfs_view *v)
+{
+	pthread_rwlock_wrlock(&d->views_lock);
+	d->views[v->slot] = NULL;
+	d->nviews--;
+	pthread_rwlock_unlock(&d->views_lock);
+	sfs_view_finish(v);
+	sfs_itab_drop_view(&d->itab, &d->fdc, v->slot);
+	sfs_itab_unpin(&d->itab, &d->fdc, v->root);
+	syslog(LOG_INFO, "%s: view at %s removed", d->source, v->mountpoint);
+	free(v);
+}
+
+static void reap_ended_views(struct sfs_daemon *d)
+{
+	for (size_t s = 0; s < SFS_MAX_VIEWS; s++) {
+		struct sfs_view *v = d->views[s];
+		if (v && atomic_load(&v->ended))
+			drop_view(d, v);
+	}
+}
+
+static void reply(int conn, int rc, const char *msg, const char *json)
+{
+	struct sfs_msg m;
+	char num[16];
+
+	sfs_msg_init(&m, SFS_REPLY);
+	snprintf(num, sizeof(num), "%d", rc < 0 ? -rc : rc);
+	sfs_msg_add(&m, "rc", num);
+	if (msg)
+		sfs_msg_add(&m, "msg", msg);
+	if (json)
+		sfs_msg_add(&m, "json", json);
+	sfs_msg_send(conn, &m);
+	sfs_msg_free(&m);
+}
+
+static void serve_connection(struct sfs_daemon *d, int conn)
+{
+	struct timeval tv = {2, 0};
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	char err[ERRLEN] = "";
+	struct sfs_msg req;
+	int rc;
+
+	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != 0) {
+		syslog(LOG_WARNING, "%s: control request from uid %d refused", d->source,
+		       (int)cred.uid);
+		reply(conn, EPERM, "strictfs: control: only root may use the control socket", NULL);
+		return;
+	}
+	rc = sfs_msg_recv(conn, &req);
+	if (rc) {
+		syslog(LOG_WARNING, "%s: malformed control request: %s", d->source, strerror(-rc));
+		reply(conn, -rc, "strictfs: control: malformed request", NULL);
+		return;
+	}
+	switch (req.type) {
+	case SFS_REQ_ADD_VIEW:
+		rc = add_view(d, &req, err, sizeof(err));
+		reply(conn, rc, rc ? err : NULL, NULL);
+		break;
+	case SFS_REQ_STATUS: {
+		json_object *o = sfs_status_daemon(d);
+		reply(conn, 0, NULL, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+		json_object_put(o);
+		break;
+	}
+	case SFS_REQ_STOP:
+		atomic_store(&d->stopping, true);
+		reply(conn, 0, NULL, NULL);
+		break;
+	default:
+		reply(conn, EPROTO, "strictfs: control: unknown request", NULL);
+	}
+	for (int i = 0; i < req.nfds; i++)
+		if (req.fds[i] >= 0)
+			close(req.fds[i]);
+	sfs_msg_free(&req);
+}
+
+static void accept_one(struct sfs_daemon *d)
+{
+	int conn = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+
+	if (conn < 0)
+		return;
+	serve_connection(d, conn);
+	close(conn);
+}
+
+static void wait_views_ended(struct sfs_daemon *d, int ms)
+{
+	for (int waited = 0; waited < ms; waited += 50) {
+		bool all = true;
+		for (size_t s = 0; s < SFS_MAX_VIEWS; s++)
+			if (d->views[s] && !atomic_load(&d->views[s]->ended))
+				all = false;
+		if (all)
+			return;
+		usleep(50 * 1000);
+	}
+}
+
+static void unmount_all(struct sfs_daemon *d)
+{
+	for (size_t s = 0; s < SFS_MAX_VIEWS; s++)
+		if (d->views[s])
+			sfs_view_unmount(d->views[s]);
+	wait_views_ended(d, SHUTDOWN_WAIT_MS);
+	reap_ended_views(d);
+}
+
+/* The daemon may end only while no strictfs command is between starting it and adding its
+ * view: those commands hold the source's lock. */
+static bool may_exit(struct sfs_daemon *d)
+{
+	return d->nviews == 0 && flock(d->lock_fd, LOCK_EX | LOCK_NB) == 0;
+}
+
+static void control_loop(struct sfs_daemon *d)
+{
+	for (;;) {
+		struct pollfd pf[2] = {{d->listen_fd, POLLIN, 0}, {d->event_fd, POLLIN, 0}};
+		int timeout = d->nviews ? -1 : 200;
+		uint64_t n;
+
+		if (poll(pf, 2, timeout) < 0 && errno != EINTR)
+			break;
+		if (pf[1].revents & POLLIN && read(d->event_fd, &n, sizeof(n)) < 0)
+			syslog(LOG_WARNING, "eventfd: %m");
+		reap_ended_views(d);
+		if (atomic_load(&d->stopping)) {
+			unmount_all(d);
+			if (d->nviews == 0)
+				flock(d->lock_fd, LOCK_EX);
+			break;
+		}
+		if (pf[0].revents & POLLIN)
+			accept_one(d);
+		if (may_exit(d))
+			break;
+	}
+}
+
+/* "OK PID" or the one-line error, to the strictfs command waiting for the daemon. */
+static void report_ready(int fd, const char *msg)
+{
+	if (fd < 0)
+		return;
+	if (write(fd, msg, strlen(msg)) < 0)
+		syslog(LOG_WARNING, "ready pipe: %m");
+	close(fd);
+}
+
+static int setup(struct sfs_daemon *d, const char *optstr, char *err, size_t errlen)
+{
+	struct sfs_node *root;
+	char lock[PATH_MAX];
+	struct stat st;
+	pthread_t sig;
+	int fd, rc;
+
+	sfs_lock_path(d->key, lock, sizeof(lock));
+	d->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (d->lock_fd < 0) {
+		sfs_errf(err, errlen, lock, "%s", strerror(errno));
+		return -1;
+	}
+	if (sfs_opts_parse(optstr, &d->in_force, err, errlen))
+		return -1;
+	if (sfs_backing_open(&d->backing, d->source, d->source_is_file, &d->in_force, err, errlen))
+		return -1;
+	syslog(LOG_INFO, "%s: backing %s mounted (%s, %s)", d->source, d->backing.device,
+	       d->backing.mode == SFS_SHARE_EXISTING ? "shared-existing" : "exclusive",
+	       d->backing.options);
+	if (sfs_itab_init(&d->itab)) {
+		sfs_errf(err, errlen, d->source, "out of memory");
+		return -1;
+	}
+	sfs_fdcache_init(&d->fdc, d->backing.root_fd, d->fd_limit);
+	fd = openat(d->backing.root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0 ||
+	    (rc = sfs_itab_get(&d->itab, &d->fdc, fd, &st, SFS_PIN, &root))) {
+		sfs_errf(err, errlen, d->backing.device, "cannot open the backing root");
+		return -1;
+	}
+	d->backing_root_ino = st.st_ino;
+	if (sfs_coh_start(d) || listen_on(d, err, errlen) < 0)
+		return -1;
+	d->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (d->event_fd < 0 || pthread_create(&sig, NULL, signal_thread, d)) {
+		sfs_errf(err, errlen, d->source, "cannot start: %s", strerror(errno));
+		return -1;
+	}
+	pthread_detach(sig);
+	return 0;
+}
+
+static void teardown(struct sfs_daemon *d)
+{
+	char path[PATH_MAX];
+
+	if (d->listen_fd >= 0) {
+		sfs_socket_path(d->key, path, sizeof(path));
+		unlink(path);
+		close(d->listen_fd);
+	}
+	sfs_coh_stop(d);
+	if (d->itab.buckets)
+		sfs_itab_destroy(&d->itab, &d->fdc);
+	sfs_backing_close(&d->backing);
+	syslog(LOG_INFO, "%s: backing released; daemon exits", d->source);
+}
+
+int sfs_daemon_main(int argc, char **argv)
+{
+	static struct sfs_daemon daemon_state;
+	struct sfs_daemon *d = &daemon_state;
+	char err[ERRLEN] = "";
+	sigset_t set;
+	int ready;
+
+	if (argc != 6) {
+		fprintf(stderr, "strictfs: __daemon: internal use only\n");
+		return 2;
+	}
+	sfs_strlcpy(d->key, argv[1], sizeof(d->key));
+	sfs_strlcpy(d->source, argv[2], sizeof(d->source));
+	d->source_is_file = !strcmp(argv[3], "file");
+	ready = atoi(argv[5]);
+	d->listen_fd = d->event_fd = d->lock_fd = -1;
+	d->started = time(NULL);
+	pthread_rwlock_init(&d->views_lock, NULL);
+	openlog("strictfs", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+	umask(0);
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	d->fd_limit = raise_fd_limit();
+
+	if (setup(d, argv[4], err, sizeof(err)) < 0) {
+		syslog(LOG_ERR, "%s", err);
+		report_ready(ready, err);
+		teardown(d);
+		return 1;
+	}
+	{
+		char ok[32];
+		snprintf(ok, sizeof(ok), "OK %d", getpid());
+		report_ready(ready, ok);
+	}
+	control_loop(d);
+	teardown(d);
+	return 0;
+}

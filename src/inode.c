@@ -1,0 +1,275 @@
+/* The inode table (see inode.h). A chained hash on (dev, ino), grown by doubling; nothing
+ * here walks the table on the request path. */
+#include "inode.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fdcache.h"
+
+static size_t bucket_of(const struct sfs_itab *t, dev_t dev, ino_t ino)
+{
+	uint64_t h = (uint64_t)ino * 0x9e3779b97f4a7c15ull ^ (uint64_t)dev * 0xc2b2ae3d27d4eb4full;
+	return (h >> 17 ^ h) & (t->nbuckets - 1);
+}
+
+int sfs_itab_init(struct sfs_itab *t)
+{
+	memset(t, 0, sizeof(*t));
+	pthread_mutex_init(&t->lock, NULL);
+	t->nbuckets = 1024;
+	t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
+	return t->buckets ? 0 : -ENOMEM;
+}
+
+static void free_node(struct sfs_fdcache *c, struct sfs_node *n)
+{
+	sfs_fdcache_remove(c, n);
+	free(n->refs);
+	n->magic = 0;
+	free(n);
+}
+
+void sfs_itab_destroy(struct sfs_itab *t, struct sfs_fdcache *c)
+{
+	for (size_t i = 0; i < t->nbuckets; i++) {
+		struct sfs_node *n = t->buckets[i];
+		while (n) {
+			struct sfs_node *next = n->hnext;
+			free_node(c, n);
+			n = next;
+		}
+	}
+	free(t->buckets);
+	t->buckets = NULL;
+}
+
+static void grow(struct sfs_itab *t)
+{
+	size_t old = t->nbuckets;
+	struct sfs_node **ob = t->buckets;
+	struct sfs_node **nb = calloc(old * 2, sizeof(*nb));
+
+	if (!nb)
+		return; /* keep the longer chains; correctness does not depend on growing */
+	t->buckets = nb;
+	t->nbuckets = old * 2;
+	for (size_t i = 0; i < old; i++) {
+		struct sfs_node *n = ob[i];
+		while (n) {
+			struct sfs_node *next = n->hnext;
+			size_t b = bucket_of(t, n->dev, n->ino);
+			n->hnext = nb[b];
+			nb[b] = n;
+			n = next;
+		}
+	}
+	free(ob);
+}
+
+static struct sfs_node *find_locked(struct sfs_itab *t, dev_t dev, ino_t ino)
+{
+	for (struct sfs_node *n = t->buckets[bucket_of(t, dev, ino)]; n; n = n->hnext)
+		if (n->ino == ino && n->dev == dev)
+			return n;
+	return NULL;
+}
+
+struct sfs_node *sfs_itab_find(struct sfs_itab *t, dev_t dev, ino_t ino)
+{
+	struct sfs_node *n;
+
+	pthread_mutex_lock(&t->lock);
+	n = find_locked(t, dev, ino);
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+static int add_ref(struct sfs_node *n, uint32_t view)
+{
+	struct sfs_view_ref *r;
+
+	if (view == SFS_PIN) {
+		n->pins++;
+		return 0;
+	}
+	for (uint32_t i = 0; i < n->nrefs; i++)
+		if (n->refs[i].view == view) {
+			n->refs[i].count++;
+			n->nlookup++;
+			return 0;
+		}
+	r = realloc(n->refs, (n->nrefs + 1) * sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	n->refs = r;
+	n->refs[n->nrefs++] = (struct sfs_view_ref){view, 1};
+	n->nlookup++;
+	return 0;
+}
+
+static int make_node(int fd, const struct stat *st, struct sfs_node **out)
+{
+	struct {
+		struct file_handle fh;
+		unsigned char data[SFS_HANDLE_MAX];
+	} h;
+	struct sfs_node *n;
+	int mnt_id;
+
+	h.fh.handle_bytes = SFS_HANDLE_MAX;
+	if (name_to_handle_at(fd, "", &h.fh, &mnt_id, AT_EMPTY_PATH) < 0)
+		return -errno;
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	n->magic = SFS_NODE_MAGIC;
+	n->type = st->st_mode & S_IFMT;
+	n->dev = st->st_dev;
+	n->ino = st->st_ino;
+	n->fd = -1;
+	n->handle_type = h.fh.handle_type;
+	n->handle_len = h.fh.handle_bytes;
+	memcpy(n->handle, h.fh.f_handle, h.fh.handle_bytes);
+	*out = n;
+	return 0;
+}
+
+int sfs_itab_get(struct sfs_itab *t, struct sfs_fdcache *c, int fd, const struct stat *st,
+                 uint32_t view, struct sfs_node **out)
+{
+	struct sfs_node *n, *fresh = NULL;
+	int rc;
+
+	pthread_mutex_lock(&t->lock);
+	n = find_locked(t, st->st_dev, st->st_ino);
+	pthread_mutex_unlock(&t->lock);
+	if (!n) {
+		/* name_to_handle_at outside the lock: it is a syscall, and a race only means
+		 * one of two fresh nodes is thrown away below. */
+		rc = make_node(fd, st, &fresh);
+		if (rc) {
+			close(fd);
+			return rc;
+		}
+	}
+	pthread_mutex_lock(&t->lock);
+	n = find_locked(t, st->st_dev, st->st_ino);
+	if (!n && fresh) {
+		size_t b;
+		if (t->count >= t->nbuckets)
+			grow(t);
+		b = bucket_of(t, fresh->dev, fresh->ino);
+		fresh->hnext = t->buckets[b];
+		t->buckets[b] = fresh;
+		t->count++;
+		n = fresh;
+		fresh = NULL;
+	}
+	rc = n ? add_ref(n, view) : -ESTALE;
+	if (!rc)
+		sfs_fdcache_offer(c, n, fd);
+	pthread_mutex_unlock(&t->lock);
+	if (fresh) {
+		free(fresh->refs);
+		free(fresh);
+	}
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	*out = n;
+	return 0;
+}
+
+static void unlink_locked(struct sfs_itab *t, struct sfs_node *n)
+{
+	struct sfs_node **pp = &t->buckets[bucket_of(t, n->dev, n->ino)];
+
+	while (*pp && *pp != n)
+		pp = &(*pp)->hnext;
+	if (*pp) {
+		*pp = n->hnext;
+		t->count--;
+	}
+}
+
+static void maybe_free_locked(struct sfs_itab *t, struct sfs_fdcache *c, struct sfs_node *n)
+{
+	if (n->nlookup || n->pins)
+		return;
+	unlink_locked(t, n);
+	free_node(c, n);
+}
+
+void sfs_itab_forget(struct sfs_itab *t, struct sfs_fdcache *c, struct sfs_node *node,
+                     uint32_t view, uint64_t n)
+{
+	pthread_mutex_lock(&t->lock);
+	for (uint32_t i = 0; i < node->nrefs; i++) {
+		struct sfs_view_ref *r = &node->refs[i];
+		if (r->view != view)
+			continue;
+		if (n > r->count)
+			n = r->count; /* never trust a count beyond what this view was given */
+		r->count -= n;
+		node->nlookup -= n;
+		if (!r->count)
+			node->refs[i] = node->refs[--node->nrefs];
+		break;
+	}
+	maybe_free_locked(t, c, node);
+	pthread_mutex_unlock(&t->lock);
+}
+
+void sfs_itab_unpin(struct sfs_itab *t, struct sfs_fdcache *c, struct sfs_node *node)
+{
+	pthread_mutex_lock(&t->lock);
+	if (node->pins)
+		node->pins--;
+	maybe_free_locked(t, c, node);
+	pthread_mutex_unlock(&t->lock);
+}
+
+void sfs_itab_drop_view(struct sfs_itab *t, struct sfs_fdcache *c, uint32_t view)
+{
+	pthread_mutex_lock(&t->lock);
+	for (size_t b = 0; b < t->nbuckets; b++) {
+		struct sfs_node *n = t->buckets[b];
+		while (n) {
+			struct sfs_node *next = n->hnext;
+			for (uint32_t i = 0; i < n->nrefs; i++)
+				if (n->refs[i].view == view) {
+					n->nlookup -= n->refs[i].count;
+					n->refs[i] = n->refs[--n->nrefs];
+					break;
+				}
+			maybe_free_locked(t, c, n);
+			n = next;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+size_t sfs_itab_views_of(struct sfs_itab *t, struct sfs_node *node, uint32_t *views, size_t max)
+{
+	size_t k = 0;
+
+	pthread_mutex_lock(&t->lock);
+	for (uint32_t i = 0; i < node->nrefs && k < max; i++)
+		views[k++] = node->refs[i].view;
+	pthread_mutex_unlock(&t->lock);
+	return k;
+}
+
+size_t sfs_itab_count(struct sfs_itab *t)
+{
+	size_t n;
+
+	pthread_mutex_lock(&t->lock);
+	n = t->count;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}

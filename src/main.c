@@ -1,0 +1,18 @@
+/* One program, three faces: strictfs (the command), mount.strictfs (mount(8)'s helper), and
+ * the daemon it starts for a source (`strictfs __daemon`, internal). */
+#include <libgen.h>
+#include <string.h>
+
+#include "cli.h"
+#include "daemon.h"
+
+int main(int argc, char **argv)
+{
+	char *name = basename(argv[0]);
+
+	if (!strcmp(name, "mount.strictfs"))
+		return sfs_mount_helper_main(argc, argv);
+	if (argc > 1 && !strcmp(argv[1], "__daemon"))
+		return sfs_daemon_main(argc - 1, argv + 1);
+	return sfs_cli_main(argc, argv);
+}

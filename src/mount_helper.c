@@ -1,0 +1,56 @@
+/* mount.strictfs: what mount(8) runs for `-t strictfs` and fstab lines. The helper argv is
+ * SOURCE MOUNTPOINT [-sfnv] [-o OPTIONS]; exit codes are util-linux's MNT_EX_*. -s (sloppy)
+ * is accepted but changes nothing: an option strictfs cannot honour is always refused. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "options.h"
+
+#define MNT_EX_SUCCESS 0
+#define MNT_EX_USAGE 1
+#define MNT_EX_SYSERR 2
+#define MNT_EX_FAIL 32
+
+int sfs_mount_helper_main(int argc, char **argv)
+{
+	const char *options = "";
+	bool verbose = false, fake = false;
+	int c;
+
+	if (argc < 3) {
+		fprintf(stderr, "Usage: mount.strictfs SOURCE MOUNTPOINT [-sfnv] [-o OPTIONS]\n");
+		return MNT_EX_USAGE;
+	}
+	optind = 3;
+	while ((c = getopt(argc, argv, "sfnvo:t:N:")) != -1) {
+		switch (c) {
+		case 'o':
+			options = optarg;
+			break;
+		case 'v':
+			verbose = true;
+			break;
+		case 'f':
+			fake = true;
+			break;
+		case 's':
+		case 'n':
+		case 't':
+		case 'N':
+			break;
+		default:
+			fprintf(stderr, "Usage: mount.strictfs SOURCE MOUNTPOINT [-sfnv] [-o OPTIONS]\n");
+			return MNT_EX_USAGE;
+		}
+	}
+	if (geteuid() != 0) {
+		fprintf(stderr, "strictfs: %s: must be run as root\n", argv[2]);
+		return MNT_EX_USAGE;
+	}
+	if (fake)
+		return MNT_EX_SUCCESS;
+	return sfs_cli_mount(argv[1], argv[2], options, verbose) ? MNT_EX_FAIL : MNT_EX_SUCCESS;
+}

@@ -1,0 +1,1191 @@
+/* The request path: the one fuse_lowlevel_ops table shared by every view. Each handler
+ * resolves its nodes (inode.c, fdcache.c), asks the view's policies (policy.h), acts on the
+ * backing as the caller (creds.c) relative to backing descriptors only, tells the other views
+ * (coherence.c), and replies exactly once. Workers return 0 or -errno. */
+#include "view.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "coherence.h"
+#include "creds.h"
+#include "daemon.h"
+#include "fdcache.h"
+#include "policy.h"
+
+#define SETATTR_SUID_BITS (S_ISUID | S_ISGID)
+
+struct sfs_file {
+	int fd;
+};
+
+struct sfs_dir {
+	int fd;
+	DIR *dp;
+	off_t offset;
+	struct dirent *entry;
+};
+
+/* A node and its backing descriptor, held for one request. */
+struct held {
+	struct sfs_node *node;
+	int fd;
+};
+
+/* Runs a backing call as the caller; where the view's rules say the kernel has already
+ * allowed the access (noacl views over an ACL-enforcing backing), an EACCES is retried with
+ * the DAC capabilities for that one call (kernel-facts §8). Evaluates to the result or
+ * -errno. */
+#define BACKING(r, call)                                                            \
+	({                                                                          \
+		long rc_ = (call);                                                  \
+		if (rc_ < 0 && errno == EACCES && sfs_policy_dac_retry((r)->view)) { \
+			sfs_priv_begin(SFS_PRIV_DAC);                               \
+			rc_ = (call);                                               \
+			int e_ = errno;                                             \
+			sfs_priv_end();                                             \
+			errno = e_;                                                 \
+		}                                                                   \
+		rc_ < 0 ? -errno : rc_;                                             \
+	})
+
+static void proc_path(char buf[40], int fd)
+{
+	snprintf(buf, 40, "/proc/self/fd/%d", fd);
+}
+
+static int begin(fuse_req_t req, struct sfs_req *r)
+{
+	r->req = req;
+	r->view = fuse_req_userdata(req);
+	r->ctx = fuse_req_ctx(req);
+	atomic_fetch_add_explicit(&r->view->requests, 1, memory_order_relaxed);
+	return sfs_creds_enter(req);
+}
+
+static void reply_err(fuse_req_t req, int rc)
+{
+	fuse_reply_err(req, rc < 0 ? -rc : rc);
+}
+
+static int hold(struct sfs_view *v, fuse_ino_t ino, struct held *h)
+{
+	h->node = sfs_node_of(v, ino);
+	if (!h->node)
+		return -EINVAL;
+	h->fd = sfs_fd_get(&v->d->fdc, h->node);
+	return h->fd < 0 ? h->fd : 0;
+}
+
+static void unhold(struct sfs_view *v, struct held *h)
+{
+	if (h->node && h->fd >= 0)
+		sfs_fd_put(&v->d->fdc, h->node);
+	h->node = NULL;
+	h->fd = -1;
+}
+
+static bool valid_name(const char *name)
+{
+	return *name && !strchr(name, '/') && strcmp(name, ".") && strcmp(name, "..") &&
+	       strlen(name) <= NAME_MAX;
+}
+
+static int stat_fd(int fd, struct stat *st)
+{
+	return fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+}
+
+static void fill_entry(struct sfs_view *v, struct sfs_node *n, const struct stat *st,
+                       struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = sfs_ino_of(v, n);
+	e->attr = *st;
+	e->attr_timeout = v->attr_timeout;
+	e->entry_timeout = v->entry_timeout;
+}
+
+/* Enters an O_PATH descriptor of a backing object into the table, counting a lookup by the
+ * view. Takes ownership of fd. */
+static int entry_from_fd(struct sfs_view *v, int fd, struct fuse_entry_param *e)
+{
+	struct sfs_node *n;
+	struct stat st;
+	int rc = stat_fd(fd, &st);
+
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	if (st.st_dev != v->d->backing.fs_dev) {
+		close(fd); /* nothing is mounted inside a detached backing; refuse if it were */
+		return -EXDEV;
+	}
+	rc = sfs_itab_get(&v->d->itab, &v->d->fdc, fd, &st, v->slot, &n);
+	if (rc)
+		return rc;
+	fill_entry(v, n, &st, e);
+	return 0;
+}
+
+static int lookup_at(struct sfs_req *r, int dirfd, const char *name, struct fuse_entry_param *e)
+{
+	int fd = BACKING(r, openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
+
+	if (fd < 0)
+		return fd;
+	return entry_from_fd(r->view, fd, e);
+}
+
+static void forget_one(struct sfs_view *v, fuse_ino_t ino)
+{
+	struct sfs_node *n = sfs_node_of(v, ino);
+
+	if (n && n != v->root)
+		sfs_itab_forget(&v->d->itab, &v->d->fdc, n, v->slot, 1);
+}
+
+static void reply_entry(struct sfs_view *v, fuse_req_t req, struct fuse_entry_param *e)
+{
+	if (fuse_reply_entry(req, e) < 0 && e->ino)
+		forget_one(v, e->ino);
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fuse_entry_param e;
+	struct held p = {0};
+	struct sfs_req r;
+	int rc;
+
+	if ((rc = begin(req, &r)))
+		goto out;
+	rc = -ENOENT;
+	if (!valid_name(name))
+		goto out;
+	if ((rc = hold(r.view, parent, &p)))
+		goto out;
+	if ((rc = sfs_policy_name(r.view, p.node, name, false)))
+		goto out;
+	rc = lookup_at(&r, p.fd, name, &e);
+out:
+	unhold(r.view, &p);
+	if (rc == -ENOENT) {
+		/* a negative entry the kernel may cache: a create in another view invalidates it */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = r.view->entry_timeout;
+		fuse_reply_entry(req, &e);
+	} else if (rc) {
+		reply_err(req, rc);
+	} else {
+		reply_entry(r.view, req, &e);
+	}
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct sfs_view *v = fuse_req_userdata(req);
+	struct sfs_node *n = sfs_node_of(v, ino);
+
+	if (n && n != v->root)
+		sfs_itab_forget(&v->d->itab, &v->d->fdc, n, v->slot, nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	struct sfs_view *v = fuse_req_userdata(req);
+
+	for (size_t i = 0; i < count; i++) {
+		struct sfs_node *n = sfs_node_of(v, forgets[i].ino);
+		if (n && n != v->root)
+			sfs_itab_forget(&v->d->itab, &v->d->fdc, n, v->slot, forgets[i].nlookup);
+	}
+	fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct sfs_view *v = fuse_req_userdata(req);
+	struct held h = {0};
+	struct stat st;
+	int rc;
+
+	atomic_fetch_add_explicit(&v->requests, 1, memory_order_relaxed);
+	if (fi) {
+		struct sfs_file *f = (struct sfs_file *)(uintptr_t)fi->fh;
+		rc = fstat(f->fd, &st) < 0 ? -errno : 0;
+	} else if (!(rc = hold(v, ino, &h))) {
+		rc = stat_fd(h.fd, &st);
+	}
+	unhold(v, &h);
+	if (rc)
+		reply_err(req, rc);
+	else
+		fuse_reply_attr(req, &st, v->attr_timeout);
+}
+
+/* A mode change whose only effect is clearing set-id bits is what the kernel sends before a
+ * write, truncate or chown by a non-owner (libfuse 3.14 cannot take over killpriv); it must
+ * succeed, so it is done with CAP_FOWNER. Any other chmod runs as the caller. */
+static bool only_clears_setid(mode_t old, mode_t new)
+{
+	old &= 07777;
+	new &= 07777;
+	return old != new && (old & ~new & 07777) == (old & ~new & SETATTR_SUID_BITS) &&
+	       !(new & ~old);
+}
+
+static int set_mode(struct sfs_req *r, struct held *h, mode_t mode)
+{
+	char path[40];
+	struct stat st;
+	int rc = stat_fd(h->fd, &st);
+
+	if (rc)
+		return rc;
+	if (S_ISLNK(st.st_mode))
+		return -EOPNOTSUPP;
+	proc_path(path, h->fd);
+	if (only_clears_setid(st.st_mode, mode)) {
+		sfs_priv_begin(SFS_PRIV_FOWNER);
+		rc = chmod(path, mode & 07777) < 0 ? -errno : 0;
+		sfs_priv_end();
+		return rc;
+	}
+	return BACKING(r, chmod(path, mode & 07777));
+}
+
+static int set_size(struct sfs_req *r, struct held *h, struct fuse_file_info *fi, off_t size)
+{
+	char path[40];
+	int fd, rc;
+
+	if (fi)
+		return ftruncate(((struct sfs_file *)(uintptr_t)fi->fh)->fd, size) < 0 ? -errno : 0;
+	if (!S_ISREG(h->node->type))
+		return S_ISDIR(h->node->type) ? -EISDIR : -EINVAL;
+	proc_path(path, h->fd);
+	fd = BACKING(r, open(path, O_WRONLY | O_CLOEXEC));
+	if (fd < 0)
+		return fd;
+	rc = ftruncate(fd, size) < 0 ? -errno : 0;
+	close(fd);
+	return rc;
+}
+
+static int set_times(struct sfs_req *r, struct held *h, const struct stat *attr, int valid)
+{
+	struct timespec ts[2] = {{0, UTIME_OMIT}, {0, UTIME_OMIT}};
+
+	if (valid & FUSE_SET_ATTR_ATIME_NOW)
+		ts[0].tv_nsec = UTIME_NOW;
+	else if (valid & FUSE_SET_ATTR_ATIME)
+		ts[0] = attr->st_atim;
+	if (valid & FUSE_SET_ATTR_MTIME_NOW)
+		ts[1].tv_nsec = UTIME_NOW;
+	else if (valid & FUSE_SET_ATTR_MTIME)
+		ts[1] = attr->st_mtim;
+	return BACKING(r, utimensat(h->fd, "", ts, AT_EMPTY_PATH));
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
+                       struct fuse_file_info *fi)
+{
+	struct held h = {0};
+	struct sfs_req r;
+	struct stat st;
+	int rc;
+
+	if ((rc = begin(req, &r)) || (rc = sfs_policy_modify(r.view)) || (rc = hold(r.view, ino, &h)))
+		goto out;
+	if ((valid & FUSE_SET_ATTR_MODE) && (rc = set_mode(&r, &h, attr->st_mode)))
+		goto out;
+	if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+		uid_t uid = valid & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1;
+		gid_t gid = valid & FUSE_SET_ATTR_GID ? attr->st_gid : (gid_t)-1;
+		rc = BACKING(&r, fchownat(h.fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
+		if (rc)
+			goto out;
+	}
+	if ((valid & FUSE_SET_ATTR_SIZE) && (rc = set_size(&r, &h, fi, attr->st_size)))
+		goto out;
+	if ((valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
+	              FUSE_SET_ATTR_MTIME_NOW)) &&
+	    (rc = set_times(&r, &h, attr, valid)))
+		goto out;
+	rc = stat_fd(h.fd, &st);
+out:
+	if (h.node) {
+		if (valid & FUSE_SET_ATTR_SIZE)
+			sfs_coh_data(r.view, h.node, 0, 0);
+		else
+			sfs_coh_attr(r.view, h.node);
+		sfs_coh_flush(r.view);
+	}
+	unhold(r.view, &h);
+	if (rc)
+		reply_err(req, rc);
+	else
+		fuse_reply_attr(req, &st, r.view->attr_timeout);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct sfs_view *v = fuse_req_userdata(req);
+	char buf[PATH_MAX + 1];
+	struct held h = {0};
+	ssize_t n = -1;
+	int rc;
+
+	if (!(rc = hold(v, ino, &h))) {
+		n = readlinkat(h.fd, "", buf, sizeof(buf));
+		rc = n < 0 ? -errno : n >= (ssize_t)sizeof(buf) ? -ENAMETOOLONG : 0;
+	}
+	unhold(v, &h);
+	if (rc) {
+		reply_err(req, rc);
+		return;
+	}
+	buf[n] = '\0';
+	fuse_reply_readlink(req, buf);
+}
+
+/* The common tail of every call that makes a name: policies, the new node, the other
+ * views told. */
+static int finish_create(struct sfs_req *r, struct held *p, const char *name, mode_t mode,
+                         struct fuse_entry_param *e)
+{
+	int rc = sfs_policy_created(r, p->fd, name, mode);
+
+	if (!rc)
+		rc = lookup_at(r, p->fd, name, e);
+	sfs_coh_name(r->view, p->node, name);
+	sfs_coh_attr(r->view, p->node);
+	sfs_coh_flush(r->view);
+	return rc;
+}
+
+enum make_kind { MAKE_NODE, MAKE_DIR, MAKE_SYMLINK };
+
+static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name, enum make_kind kind,
+                       mode_t mode, dev_t rdev, const char *target)
+{
+	struct fuse_entry_param e;
+	struct held p = {0};
+	struct sfs_req r;
+	int rc;
+
+	if ((rc = begin(req, &r)) || (rc = sfs_policy_modify(r.view)))
+		goto out;
+	rc = -EINVAL;
+	if (!valid_name(name))
+		goto out;
+	if ((rc = hold(r.view, parent, &p)) || (rc = sfs_policy_name(r.view, p.node, name, true)))
+		goto out;
+	switch (kind) {
+	case MAKE_DIR:
+		rc = BACKING(&r, mkdirat(p.fd, name, mode));
+		break;
+	case MAKE_SYMLINK:
+		rc = BACKING(&r, symlinkat(target, p.fd, name));
+		break;
+	default:
+		rc = BACKING(&r, mknodat(p.fd, name, mode, rdev));
+		break;
+	}
+	if (!rc)
+		rc = finish_create(&r, &p, name, mode, &e);
+out:
+	unhold(r.view, &p);
+	if (rc)
+		reply_err(req, rc);
+	else
+		reply_entry(r.view, req, &e);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	make_entry(req, parent, name, MAKE_NODE, mode, rdev, NULL);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	make_entry(req, parent, name, MAKE_DIR, mode | S_IFDIR, 0, NULL);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	make_entry(req, parent, name, MAKE_SYMLINK, S_IFLNK | 0777, 0, link);
+}
+
+/* The node a name in a directory refers to, if the table knows it. The caller's view holds
+ * a lookup on it while the kernel is inside unlink/rename of it, so it stays valid. */
+static struct sfs_node *node_at(struct sfs_view *v, int dirfd, const char *name)
+{
+	struct stat st;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return NULL;
+	return sfs_itab_find(&v->d->itab, st.st_dev, st.st_ino);
+}
+
+static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, int flags)
+{
+	struct sfs_node *victim = NULL;
+	struct held p = {0};
+	struct sfs_req r;
+	int rc;
+
+	if ((rc = begin(req, &r)) || (rc = sfs_policy_modify(r.view)))
+		goto out;
+	rc = -ENOENT;
+	if (!valid_name(name))
+		goto out;
+	if ((rc = hold(r.view, parent, &p)) || (rc = sfs_policy_name(r.view, p.node, name, false)))
+		goto out;
+	victim = node_at(r.view, p.fd, name);
+	rc = BACKING(&r, unlinkat(p.fd, name, flags));
+	if (!rc) {
+		sfs_coh_name(r.view, p.node, name);
+		sfs_coh_attr(r.view, p.node);
+		if (victim)
+			sfs_coh_attr(r.view, victim);
+		sfs_coh_flush(r.view);
+	}
+out:
+	unhold(r.view, &p);
+	reply_err(req, rc);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_entry(req, parent, name, 0);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_entry(req, parent, name, AT_REMOVEDIR);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+                      const char *newname, unsigned int flags)
+{
+	struct sfs_node *moved = NULL, *victim = NULL;
+	struct held p = {0}, np = {0};
+	struct sfs_req r;
+	int rc;
+
+	if ((rc = begin(req, &r)) || (rc = sfs_policy_modify(r.view)))
+		goto out;
+	rc = -EINVAL;
+	if (!valid_name(name) || !valid_name(newname))
+		goto out;
+	if ((rc = hold(r.view, parent, &p)) || (rc = hold(r.view, newparent, &np)))
+		goto out;
+	if ((rc = sfs_policy_name(r.view, p.node, name, false)) ||
+	    (rc = sfs_policy_name(r.view, np.node, newname, true)))
+		goto out;
+	moved = node_at(r.view, p.fd, name);
+	victim = node_at(r.view, np.fd, newname);
+	rc = BACKING(&r, renameat2(p.fd, name, np.fd, newname, flags));
+	if (!rc) {
+		sfs_coh_name(r.view, p.node, name);
+		sfs_coh_name(r.view, np.node, newname);
+		sfs_coh_attr(r.view, p.node);
+		if (np.node != p.node)
+			sfs_coh_attr(r.view, np.node);
+		if (moved)
+			sfs_coh_attr(r.view, moved);
+		if (victim)
+			sfs_coh_attr(r.view, victim);
+		sfs_coh_flush(r.view);
+	}
+out:
+	unhold(r.view, &np);
+	unhold(r.view, &p);
+	reply_err(req, rc);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct fuse_entry_param e;
+	struct held h = {0}, np = {0};
+	struct sfs_req r;
+	char path[40];
+	int rc;
+
+	if ((rc = begin(req, &r)) || (rc = sfs_policy_modify(r.view)))
+		goto out;
+	rc = -EINVAL;
+	if (!valid_name(newname))
+		goto out;
+	if ((rc = hold(r.view, ino, &h)) || (rc = hold(r.view, newparent, &np)) ||
+	    (rc = sfs_policy_name(r.view, np.node, newname, true)))
+		goto out;
+	proc_path(path, h.fd);
+	/* The magic link lands on the node itself, symlinks included, and never follows on. */
+	rc = BACKING(&r, linkat(AT_FDCWD, path, np.fd, newname, AT_SYMLINK_FOLLOW));
+	if (!rc) {
+		rc = lookup_at(&r, np.fd, newname, &e);
+		sfs_coh_name(r.view, np.node, newname);
+		sfs_coh_attr(r.view, np.node);
+		sfs_coh_attr(r.view, h.node);
+		sfs_coh_flush(r.view);
+	}
+out:
+	unhold(r.view, &np);
+	unhold(r.view, &h);
+	if (rc)
+		reply_err(req, rc);
+	else
+		reply_entry(r.view, req, &e);
+}
+
+/* Open flags for the backing: what the kernel passed, adjusted for a reopen through
+ * /proc/self/fd and for writeback caching (the kernel then reads around partial writes and
+ * handles O_APPEND itself). */
+static int backing_open_flags(const struct sfs_view *v, int flags)
+{
+	flags &= ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW);
+	if (v->opts.cache == SFS_CACHE_WRITEBACK) {
+		if ((flags & O_ACCMODE) == O_WRONLY)
+			flags = (flags & ~O_ACCMODE) | O_RDWR;
+		flags &= ~O_APPEND;
+	}
+	return flags | O_CLOEXEC;
+}
+
+static int open_node(struct sfs_req *r, struct held *h, int flags)
+{
+	char path[40];
+	struct stat st;
+	int rc = stat_fd(h->fd, &st);
+
+	if (rc)
+		return rc;
+	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+		return -EINVAL; /* only regular files and directories are reopened (SPEC §4.2) */
+	flags |= sfs_policy_open_flags(r->view, &st);
+	proc_path(path, h->fd);
+	if (flags & O_NOATIME) {
+		/* the view's atime rule, not the caller, asks for O_NOATIME: only the owner check
+		 * it brings is waived */
+		int fd;
+		sfs_priv_begin(SFS_PRIV_FOWNER);
+		fd = BACKING(r, open(path, flags));
+		sfs_priv_end();
+		return fd;
+	}
+	return BACKING(r, open(path, flags));
+}
+
+static int new_file(struct sfs_view *v, int fd, struct fuse_file_info *fi)
+{
+	struct sfs_file *f = malloc(sizeof(*f));
+
+	if (!f) {
+		close(fd);
+		return -ENOMEM;
+	}
+	f->fd = fd;
+	fi->fh = (uintptr_t)f;
+	fi->keep_cache = v->keep_cache;
+	atomic_fetch_add(&v->open_files, 1);
+	return 0;
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct held h = {0};
+	struct sfs_req r;
+	int fd = -1, rc;
+
+	if ((rc = begin(req, &r)) || (rc = hold(r.view, ino, &h)))
+		goto out;
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))
+		if ((rc = sfs_policy_modify(r.view)))
+			goto out;
+	fd = open_node(&r, &h, backing_open_flags(r.view, fi->flags));
+	rc = fd < 0 ? fd : new_file(r.view, fd, fi);
+	if (!rc && (fi->flags & O_TRUNC)) {
+		sfs_coh_data(r.view, h.node, 0, 0);
+		sfs_coh_flush(r.view);
+	}
+out:
+	unhold(r.view, &h);
+	if (rc)
+		reply_err(req, rc);
+	else if (fuse_reply_open(req, fi) < 0)
+		free((void *)(uintptr_t)fi->fh), close(fd);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                      struct fuse_file_info *fi)
+{
+	struct fuse_entry_param e;
+	struct held p = {0};
+	struct sfs_req r;
+	bool made = true;
+	char path[40];
+	int fd = -1, rc;
+	int flags;
+
+	if ((rc = begin(req, &r)) || (rc = sfs_policy_modify(r.view)))
+		goto out;
+	rc = -EINVAL;
+	if (!valid_name(name))
+		goto out;
+	if ((rc = hold(r.view, parent, &p)) || (rc = sfs_policy_name(r.view, p.node, name, true)))
+		goto out;
+	flags = backing_open_flags(r.view, fi->flags) | O_NOFOLLOW;
+	fd = BACKING(&r, openat(p.fd, name, flags | O_CREAT | O_EXCL, mode));
+	if (fd == -EEXIST && !(fi->flags & O_EXCL)) {
+		/* another view made it since the kernel's lookup: open it as open(2) would */
+		made = false;
+		fd = BACKING(&r, openat(p.fd, name, flags));
+	}
+	if ((rc = fd < 0 ? fd : 0))
+		goto out;
+	if (made && (rc = sfs_policy_created(&r, p.fd, name, mode)))
+		goto out;
+	proc_path(path, fd);
+	rc = open(path, O_PATH | O_CLOEXEC);
+	rc = rc < 0 ? -errno : entry_from_fd(r.view, rc, &e);
+	sfs_coh_name(r.view, p.node, name);
+	sfs_coh_attr(r.view, p.node);
+	sfs_coh_flush(r.view);
+	if (!rc && (rc = new_file(r.view, fd, fi)))
+		fd = -1;
+out:
+	unhold(r.view, &p);
+	if (rc) {
+		if (fd >= 0)
+			close(fd);
+		reply_err(req, rc);
+		return;
+	}
+	if (fuse_reply_create(req, &e, fi) < 0) {
+		forget_one(r.view, e.ino);
+		atomic_fetch_sub(&r.view->open_files, 1);
+		free((void *)(uintptr_t)fi->fh);
+		close(fd);
+	}
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+	struct sfs_file *f = (struct sfs_file *)(uintptr_t)fi->fh;
+	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+
+	(void)ino;
+	buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	buf.buf[0].fd = f->fd;
+	buf.buf[0].pos = off;
+	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+}
+
+static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
+                         struct fuse_file_info *fi)
+{
+	struct sfs_file *f = (struct sfs_file *)(uintptr_t)fi->fh;
+	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in));
+	struct sfs_req r;
+	ssize_t n;
+	int rc;
+
+	/* as the caller: the backing clears set-id bits on write unless the writer may keep them */
+	if ((rc = begin(req, &r))) {
+		reply_err(req, rc);
+		return;
+	}
+	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	out.buf[0].fd = f->fd;
+	out.buf[0].pos = off;
+	n = fuse_buf_copy(&out, in, 0);
+	if (n > 0) {
+		struct sfs_node *node = sfs_node_of(r.view, ino);
+		if (node) {
+			sfs_coh_data(r.view, node, off, n);
+			sfs_coh_flush(r.view);
+		}
+	}
+	if (n < 0)
+		reply_err(req, n);
+	else
+		fuse_reply_write(req, n);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct sfs_file *f = (struct sfs_file *)(uintptr_t)fi->fh;
+	int fd = dup(f->fd);
+
+	(void)ino;
+	/* closing a duplicate releases the POSIX locks the way close(2) would */
+	reply_err(req, fd < 0 ? -errno : close(fd) < 0 ? -errno : 0);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct sfs_view *v = fuse_req_userdata(req);
+	struct sfs_file *f = (struct sfs_file *)(uintptr_t)fi->fh;
+
+	(void)ino;
+	close(f->fd);
+	free(f);
+	atomic_fetch_sub(&v->open_files, 1);
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	struct sfs_file *f = (struct sfs_file *)(uintptr_t)fi->fh;
+	int rc = datasync ? fdatasync(f->fd) : fsync(f->fd);
+
+	(void)ino;
+	reply_err(req, rc < 0 ? -errno : 0);
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct sfs_dir *d = NULL;
+	struct held h = {0};
+	struct sfs_req r;
+	int fd = -1, rc;
+
+	if ((rc = begin(req, &r)) || (rc = hold(r.view, ino, &h)))
+		goto out;
+	fd = open_node(&r, &h, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if ((rc = fd < 0 ? fd : 0))
+		goto out;
+	rc = -ENOMEM;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		goto out;
+	d->dp = fdopendir(fd);
+	if (!d->dp) {
+		rc = -errno;
+		goto out;
+	}
+	d->fd = fd;
+	fd = -1;
+	rc = 0;
+	fi->fh = (uintptr_t)d;
+	fi->keep_cache = r.view->keep_cache;
+	fi->cache_readdir = 0; /* names change through other views */
+out:
+	unhold(r.view, &h);
+	if (fd >= 0)
+		close(fd);
+	if (rc) {
+		free(d);
+		reply_err(req, rc);
+	} else if (fuse_reply_open(req, fi) < 0) {
+		closedir(d->dp);
+		free(d);
+	}
+}
+
+/* One directory entry into the reply buffer; with plus, looked up as LOOKUP would (an entry
+ * whose lookup fails is still listed, without attributes, as ls expects). Returns the bytes
+ * used, or 0 when the buffer is full. */
+static size_t add_dirent(struct sfs_req *r, struct sfs_dir *d, bool plus, char *p, size_t rem,
+                         off_t nextoff)
+{
+	struct dirent *de = d->entry;
+	struct fuse_entry_param e;
+	size_t used;
+
+	memset(&e, 0, sizeof(e));
+	e.attr.st_ino = de->d_ino;
+	e.attr.st_mode = de->d_type << 12;
+	if (!plus)
+		return fuse_add_direntry(r->req, p, rem, de->d_name, &e.attr, nextoff);
+	if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+	    lookup_at(r, dirfd(d->dp), de->d_name, &e) < 0) {
+		memset(&e, 0, sizeof(e));
+		e.attr.st_ino = de->d_ino;
+		e.attr.st_mode = de->d_type << 12;
+	}
+	used = fuse_add_direntry_plus(r->req, p, rem, de->d_name, &e, nextoff);
+	if (used > rem && e.ino)
+		forget_one(r->view, e.ino);
+	return used;
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
+                       struct fuse_file_info *fi, bool plus)
+{
+	struct sfs_dir *d = (struct sfs_dir *)(uintptr_t)fi->fh;
+	struct sfs_node *dir;
+	char *buf = NULL, *p;
+	struct sfs_req r;
+	size_t rem;
+	int rc;
+
+	if ((rc = begin(req, &r)))
+		goto out;
+	rc = -EINVAL;
+	if (!(dir = sfs_node_of(r.view, ino)))
+		goto out;
+	rc = -ENOMEM;
+	if (!(buf = malloc(size)))
+		goto out;
+	if (offset != d->offset) {
+		seekdir(d->dp, offset);
+		d->entry = NULL;
+		d->offset = offset;
+	}
+	rc = 0;
+	for (p = buf, rem = size;;) {
+		off_t nextoff;
+		size_t used;
+		if (!d->entry) {
+			errno = 0;
+			d->entry = readdir(d->dp);
+			if (!d->entry) {
+				rc = errno ? -errno : 0;
+				break;
+			}
+		}
+		nextoff = d->entry->d_off;
+		if (sfs_policy_dirent_visible(r.view, dir, d->entry->d_name)) {
+			used = add_dirent(&r, d, plus, p, rem, nextoff);
+			if (used > rem)
+				break;
+			p += used;
+			rem -= used;
+		}
+		d->entry = NULL;
+		d->offset = nextoff;
+	}
+	/* an error after some entries is reported on the next call, as getdents does */
+	if (rc && rem < size)
+		rc = 0;
+out:
+	if (rc)
+		reply_err(req, rc);
+	else
+		fuse_reply_buf(req, buf, size - rem);
+	free(buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                           struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, true);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct sfs_dir *d = (struct sfs_dir *)(uintptr_t)fi->fh;
+
+	(void)ino;
+	closedir(d->dp);
+	free(d);
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	struct sfs_dir *d = (struct sfs_dir *)(uintptr_t)fi->fh;
+	int fd = dirfd(d->dp);
+
+	(void)ino;
+	reply_err(req, (datasync ? fdatasync(fd) : fsync(fd)) < 0 ? -errno : 0);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct sfs_view *v = fuse_req_userdata(req);
+	struct statvfs st;
+	struct held h = {0};
+	int rc;
+
+	if (!(rc = hold(v, ino, &h)))
+		rc = fstatvfs(h.fd, &st) < 0 ? -errno : 0;
+	unhold(v, &h);
+	if (rc) {
+		reply_err(req, rc);
+		return;
+	}
+	sfs_policy_statfs(v, &st);
+	fuse_reply_statfs(req, &st);
+}
+
+/* xattrs go through the magic link, which lands on the node without opening it, so they work
+ * for every file type and need no read permission, as the xattr syscalls on a path. */
+static bool valid_xattr_name(const char *name)
+{
+	size_t n = strlen(name);
+	return n > 0 && n <= XATTR_NAME_MAX;
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+                        size_t size, int flags)
+{
+	struct held h = {0};
+	struct sfs_req r;
+	char path[40];
+	int rc;
+
+	if ((rc = begin(req, &r)) || (rc = sfs_policy_modify(r.view)))
+		goto out;
+	rc = -EINVAL;
+	if (!valid_xattr_name(name) || size > XATTR_SIZE_MAX)
+		goto out;
+	if ((rc = sfs_policy_xattr_gate(&r, name, SFS_XATTR_SET)) || (rc = hold(r.view, ino, &h)))
+		goto out;
+	proc_path(path, h.fd);
+	rc = BACKING(&r, setxattr(path, name, value, size, flags));
+	sfs_coh_attr(r.view, h.node);
+	sfs_coh_flush(r.view);
+out:
+	unhold(r.view, &h);
+	reply_err(req, rc);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct held h = {0};
+	struct sfs_req r;
+	char *buf = NULL;
+	char path[40];
+	ssize_t n = 0;
+	int rc;
+
+	if ((rc = begin(req, &r)))
+		goto out;
+	rc = -EINVAL;
+	if (!valid_xattr_name(name))
+		goto out;
+	if ((rc = sfs_policy_xattr_gate(&r, name, SFS_XATTR_GET)) || (rc = hold(r.view, ino, &h)))
+		goto out;
+	if (size > XATTR_SIZE_MAX)
+		size = XATTR_SIZE_MAX;
+	rc = -ENOMEM;
+	if (size && !(buf = malloc(size)))
+		goto out;
+	proc_path(path, h.fd);
+	n = BACKING(&r, getxattr(path, name, buf, size));
+	rc = n < 0 ? n : 0;
+out:
+	unhold(r.view, &h);
+	if (rc)
+		reply_err(req, rc);
+	else if (size)
+		fuse_reply_buf(req, buf, n);
+	else
+		fuse_reply_xattr(req, n);
+	free(buf);
+}
+
+/* Keeps the names this view shows to this caller; returns the new length. */
+static size_t filter_xattr_list(struct sfs_req *r, char *list, size_t len)
+{
+	size_t out = 0;
+
+	for (size_t off = 0; off < len;) {
+		size_t n = strnlen(list + off, len - off);
+		if (sfs_policy_xattr_visible(r, list + off)) {
+			memmove(list + out, list + off, n);
+			out += n;
+			list[out++] = '\0';
+		}
+		off += n + 1;
+	}
+	return out;
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct held h = {0};
+	struct sfs_req r;
+	char *buf = NULL;
+	char path[40];
+	ssize_t n = 0;
+	int rc;
+
+	if ((rc = begin(req, &r)) || (rc = hold(r.view, ino, &h)))
+		goto out;
+	proc_path(path, h.fd);
+	/* filtered, so the list is always read whole: size 0 must report the filtered length */
+	n = listxattr(path, NULL, 0);
+	rc = -ENOMEM;
+	if (n >= 0 && !(buf = malloc(n + 1)))
+		goto out;
+	if (n >= 0)
+		n = listxattr(path, buf, n);
+	rc = n < 0 ? -errno : 0;
+	if (rc)
+		goto out;
+	n = filter_xattr_list(&r, buf, n);
+	if (size && (size_t)n > size)
+		rc = -ERANGE;
+out:
+	unhold(r.view, &h);
+	if (rc)
+		reply_err(req, rc);
+	else if (size)
+		fuse_reply_buf(req, buf, n);
+	else
+		fuse_reply_xattr(req, n);
+	free(buf);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct held h = {0};
+	struct sfs_req r;
+	char path[40];
+	int rc;
+
+	if ((rc = begin(req, &r)) || (rc = sfs_policy_modify(r.view)))
+		goto out;
+	rc = -EINVAL;
+	if (!valid_xattr_name(name))
+		goto out;
+	if ((rc = sfs_policy_xattr_gate(&r, name, SFS_XATTR_REMOVE)) || (rc = hold(r.view, ino, &h)))
+		goto out;
+	proc_path(path, h.fd);
+	rc = BACKING(&r, removexattr(path, name));
+	sfs_coh_attr(r.view, h.node);
+	sfs_coh_flush(r.view);
+out:
+	unhold(r.view, &h);
+	reply_err(req, rc);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+                         struct fuse_file_info *fi)
+{
+	struct sfs_file *f = (struct sfs_file *)(uintptr_t)fi->fh;
+	struct sfs_req r;
+	int rc;
+
+	if (!(rc = begin(req, &r)) && !(rc = sfs_policy_modify(r.view))) {
+		struct sfs_node *n = sfs_node_of(r.view, ino);
+		rc = fallocate(f->fd, mode, off, len) < 0 ? -errno : 0;
+		if (!rc && n) {
+			sfs_coh_data(r.view, n, off, len);
+			sfs_coh_flush(r.view);
+		}
+	}
+	reply_err(req, rc);
+}
+
+static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+                     struct fuse_file_info *fi)
+{
+	struct sfs_file *f = (struct sfs_file *)(uintptr_t)fi->fh;
+	off_t res = lseek(f->fd, off, whence);
+
+	(void)ino;
+	if (res < 0)
+		reply_err(req, -errno);
+	else
+		fuse_reply_lseek(req, res);
+}
+
+static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+                               struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+                               struct fuse_file_info *fi_out, size_t len, int flags)
+{
+	struct sfs_file *in = (struct sfs_file *)(uintptr_t)fi_in->fh;
+	struct sfs_file *out = (struct sfs_file *)(uintptr_t)fi_out->fh;
+	off_t start = off_out;
+	struct sfs_req r;
+	ssize_t n;
+	int rc;
+
+	(void)ino_in;
+	if ((rc = begin(req, &r)) || (rc = sfs_policy_modify(r.view))) {
+		reply_err(req, rc);
+		return;
+	}
+	n = copy_file_range(in->fd, &off_in, out->fd, &off_out, len, flags);
+	if (n < 0) {
+		reply_err(req, -errno);
+		return;
+	}
+	if (n > 0) {
+		struct sfs_node *node = sfs_node_of(r.view, ino_out);
+		if (node) {
+			sfs_coh_data(r.view, node, start, n);
+			sfs_coh_flush(r.view);
+		}
+	}
+	fuse_reply_write(req, n);
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct sfs_view *v = userdata;
+
+	/* 1 MiB is the most libfuse 3.14 can take: above it the session dies (kernel-facts §4.1) */
+	conn->max_write = 1u << 20;
+	if (conn->capable & FUSE_CAP_SPLICE_READ)
+		conn->want |= FUSE_CAP_SPLICE_READ;
+	if (v->opts.cache == SFS_CACHE_WRITEBACK && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
+		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+	else
+		conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	conn->want &= ~FUSE_CAP_EXPORT_SUPPORT;
+	sfs_policy_init(v, conn);
+}
+
+const struct fuse_lowlevel_ops sfs_ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.readlink = op_readlink,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.symlink = op_symlink,
+	.unlink = op_unlink,
+	.rmdir = op_rmdir,
+	.rename = op_rename,
+	.link = op_link,
+	.open = op_open,
+	.create = op_create,
+	.read = op_read,
+	.write_buf = op_write_buf,
+	.flush = op_flush,
+	.release = op_release,
+	.fsync = op_fsync,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
+	.releasedir = op_releasedir,
+	.fsyncdir = op_fsyncdir,
+	.statfs = op_statfs,
+	.setxattr = op_setxattr,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.removexattr = op_removexattr,
+	.fallocate = op_fallocate,
+	.lseek = op_lseek,
+	.copy_file_range = op_copy_file_range,
+};

@@ -1,0 +1,460 @@
+/* View options: parsed with libmount's optstr walker into struct sfs_opts. Every option
+ * strictfs knows is in one table below; an option outside it is refused by name, and so is
+ * an option of SPEC §5 whose policy module does not exist yet. */
+#include "options.h"
+
+#include <errno.h>
+#include <libmount.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+
+#include "util.h"
+
+#ifndef MS_NOSYMFOLLOW
+#define MS_NOSYMFOLLOW 256
+#endif
+
+enum arg { ARG_NONE, ARG_REQUIRED, ARG_OPTIONAL };
+
+struct opt_def {
+	const char *name;
+	enum arg arg;
+	int (*apply)(struct sfs_opts *o, const struct opt_def *d, const char *val, char *err,
+	             size_t errlen);
+	long data;  /* handler-specific: a flag bit, an enum value */
+	const char *key; /* superblock options: the family, when it differs from name */
+};
+
+static int set_acl(struct sfs_opts *o, const struct opt_def *d, const char *v, char *e, size_t l)
+{
+	(void)v, (void)e, (void)l;
+	o->acl = d->data;
+	return 0;
+}
+
+static int set_user_xattr(struct sfs_opts *o, const struct opt_def *d, const char *v, char *e,
+                          size_t l)
+{
+	(void)v, (void)e, (void)l;
+	o->user_xattr = d->data;
+	return 0;
+}
+
+static int set_ro(struct sfs_opts *o, const struct opt_def *d, const char *v, char *e, size_t l)
+{
+	(void)v, (void)e, (void)l;
+	o->ro = d->data;
+	return 0;
+}
+
+static int set_df(struct sfs_opts *o, const struct opt_def *d, const char *v, char *e, size_t l)
+{
+	(void)v, (void)e, (void)l;
+	o->df = d->data;
+	return 0;
+}
+
+static int set_remount(struct sfs_opts *o, const struct opt_def *d, const char *v, char *e,
+                       size_t l)
+{
+	(void)d, (void)v, (void)e, (void)l;
+	o->remount = true;
+	return 0;
+}
+
+/* nosuid, nodev, noexec, nosymfollow and their positive forms. */
+static int set_mount_flag(struct sfs_opts *o, const struct opt_def *d, const char *v, char *e,
+                          size_t l)
+{
+	(void)v, (void)e, (void)l;
+	if (d->name[0] == 'n' && d->name[1] == 'o')
+		o->mount_flags |= d->data;
+	else
+		o->mount_flags &= ~(unsigned long)d->data;
+	return 0;
+}
+
+static int set_atime(struct sfs_opts *o, const struct opt_def *d, const char *v, char *e,
+                     size_t l)
+{
+	(void)v, (void)e, (void)l;
+	if (d->data == -1) {
+		o->nodiratime = !strcmp(d->name, "nodiratime");
+		return 0;
+	}
+	o->atime = d->data;
+	return 0;
+}
+
+static int set_enum(struct sfs_opts *o, const struct opt_def *d, const char *v, char *err,
+                    size_t errlen)
+{
+	char obj[128];
+
+	snprintf(obj, sizeof(obj), "%s=%s", d->name, v);
+	if (!strcmp(d->name, "cache")) {
+		if (!strcmp(v, "strict"))
+			o->cache = SFS_CACHE_STRICT;
+		else if (!strcmp(v, "writeback"))
+			o->cache = SFS_CACHE_WRITEBACK;
+		else
+			goto bad;
+		return 0;
+	}
+	if (!strcmp(d->name, "share")) {
+		if (!strcmp(v, "exclusive"))
+			o->share = SFS_SHARE_EXCLUSIVE;
+		else if (!strcmp(v, "existing"))
+			o->share = SFS_SHARE_EXISTING;
+		else
+			goto bad;
+		return 0;
+	}
+bad:
+	sfs_errf(err, errlen, obj, "unknown value (use %s)",
+	         !strcmp(d->name, "cache") ? "cache=strict or cache=writeback"
+	                                   : "share=exclusive or share=existing");
+	return -EINVAL;
+}
+
+/* subdir=PATH: kept as a clean absolute path; ".." and empty components are refused so the
+ * daemon never has to reason about them (it resolves the path beneath the backing root). */
+static int set_subdir(struct sfs_opts *o, const struct opt_def *d, const char *v, char *err,
+                      size_t errlen)
+{
+	char out[PATH_MAX] = "";
+	char tmp[PATH_MAX];
+	char *save = NULL;
+
+	(void)d;
+	if (!*v) {
+		sfs_errf(err, errlen, "subdir=", "empty path");
+		return -EINVAL;
+	}
+	if (!sfs_strlcpy(tmp, v, sizeof(tmp))) {
+		sfs_errf(err, errlen, "subdir", "path too long");
+		return -EINVAL;
+	}
+	for (char *c = strtok_r(tmp, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		if (!strcmp(c, "."))
+			continue;
+		if (!strcmp(c, "..")) {
+			char obj[PATH_MAX + 8];
+			snprintf(obj, sizeof(obj), "subdir=%s", v);
+			sfs_errf(err, errlen, obj, "'..' is not allowed");
+			return -EINVAL;
+		}
+		strcat(out, "/");
+		strcat(out, c);
+	}
+	strcpy(o->subdir, *out ? out : "/");
+	return 0;
+}
+
+static int refuse_later(struct sfs_opts *o, const struct opt_def *d, const char *v, char *err,
+                        size_t errlen)
+{
+	char obj[128];
+
+	(void)o;
+	snprintf(obj, sizeof(obj), "%s%s%s", d->name, v ? "=" : "", v ? v : "");
+	sfs_errf(err, errlen, obj, "not supported by this strictfs yet (%s views are not implemented)",
+	         d->key);
+	return -EINVAL;
+}
+
+static int refuse_casefold(struct sfs_opts *o, const struct opt_def *d, const char *v, char *err,
+                           size_t errlen)
+{
+	if (v && strcmp(v, "strict")) {
+		char obj[128];
+		snprintf(obj, sizeof(obj), "casefold=%s", v);
+		sfs_errf(err, errlen, obj, "unknown value (use casefold, casefold=strict or nocasefold)");
+		return -EINVAL;
+	}
+	return refuse_later(o, d, v, err, errlen);
+}
+
+static int ignore(struct sfs_opts *o, const struct opt_def *d, const char *v, char *e, size_t l)
+{
+	(void)o, (void)d, (void)v, (void)e, (void)l;
+	return 0;
+}
+
+static bool value_ok(const struct opt_def *d, const char *v)
+{
+	static const char *const data[] = {"journal", "ordered", "writeback", NULL};
+	static const char *const errors[] = {"continue", "remount-ro", "panic", NULL};
+	static const char *const data_err[] = {"abort", "ignore", NULL};
+	static const char *const dax[] = {"always", "never", "inode", NULL};
+	const char *const *set = NULL;
+	unsigned long long n;
+
+	if (!strcmp(d->key, "data"))
+		set = data;
+	else if (!strcmp(d->key, "errors"))
+		set = errors;
+	else if (!strcmp(d->key, "data_err"))
+		set = data_err;
+	else if (!strcmp(d->key, "dax"))
+		set = dax;
+	if (!set)
+		return sfs_parse_uint(v, &n);
+	for (; *set; set++)
+		if (!strcmp(*set, v))
+			return true;
+	return false;
+}
+
+/* Superblock-only ext4 options (SPEC §3.3): recorded as (family, value) so that a later view
+ * can be compared with the one in force whatever spelling it uses. */
+static int set_sb(struct sfs_opts *o, const struct opt_def *d, const char *v, char *err,
+                  size_t errlen)
+{
+	const char *key = d->key ? d->key : d->name;
+	struct sfs_sb_opt *s = NULL;
+	char obj[128];
+
+	snprintf(obj, sizeof(obj), "%s%s%s", d->name, v ? "=" : "", v ? v : "");
+	if (v && !value_ok(d, v)) {
+		sfs_errf(err, errlen, obj, "malformed value");
+		return -EINVAL;
+	}
+	for (int i = 0; i < o->n_sb; i++)
+		if (!strcmp(o->sb[i].key, key))
+			s = &o->sb[i];
+	if (!s) {
+		if (o->n_sb == SFS_MAX_SB_OPTS) {
+			sfs_errf(err, errlen, obj, "too many superblock options");
+			return -EINVAL;
+		}
+		s = &o->sb[o->n_sb++];
+	}
+	sfs_strlcpy(s->key, key, sizeof(s->key));
+	if (v)
+		sfs_strlcpy(s->value, v, sizeof(s->value));
+	else
+		snprintf(s->value, sizeof(s->value), "%ld", d->data);
+	sfs_strlcpy(s->text, obj, sizeof(s->text));
+	return 0;
+}
+
+#define SB_FLAG(on, off, family) \
+	{on, ARG_NONE, set_sb, 1, family}, {off, ARG_NONE, set_sb, 0, family}
+
+static const struct opt_def table[] = {
+	{"acl", ARG_NONE, set_acl, 1, NULL},
+	{"noacl", ARG_NONE, set_acl, 0, NULL},
+	{"user_xattr", ARG_NONE, set_user_xattr, 1, NULL},
+	{"nouser_xattr", ARG_NONE, set_user_xattr, 0, NULL},
+	{"ro", ARG_NONE, set_ro, 1, NULL},
+	{"rw", ARG_NONE, set_ro, 0, NULL},
+	{"bsddf", ARG_NONE, set_df, SFS_DF_BSD, NULL},
+	{"minixdf", ARG_NONE, set_df, SFS_DF_MINIX, NULL},
+	{"subdir", ARG_REQUIRED, set_subdir, 0, NULL},
+	{"cache", ARG_REQUIRED, set_enum, 0, NULL},
+	{"share", ARG_REQUIRED, set_enum, 0, NULL},
+	{"remount", ARG_NONE, set_remount, 0, NULL},
+	{"nosuid", ARG_NONE, set_mount_flag, MS_NOSUID, NULL},
+	{"suid", ARG_NONE, set_mount_flag, MS_NOSUID, NULL},
+	{"nodev", ARG_NONE, set_mount_flag, MS_NODEV, NULL},
+	{"dev", ARG_NONE, set_mount_flag, MS_NODEV, NULL},
+	{"noexec", ARG_NONE, set_mount_flag, MS_NOEXEC, NULL},
+	{"exec", ARG_NONE, set_mount_flag, MS_NOEXEC, NULL},
+	{"nosymfollow", ARG_NONE, set_mount_flag, MS_NOSYMFOLLOW, NULL},
+	{"symfollow", ARG_NONE, set_mount_flag, MS_NOSYMFOLLOW, NULL},
+	{"noatime", ARG_NONE, set_atime, SFS_ATIME_NOATIME, NULL},
+	{"atime", ARG_NONE, set_atime, SFS_ATIME_RELATIME, NULL},
+	{"relatime", ARG_NONE, set_atime, SFS_ATIME_RELATIME, NULL},
+	{"norelatime", ARG_NONE, set_atime, SFS_ATIME_STRICT, NULL},
+	{"strictatime", ARG_NONE, set_atime, SFS_ATIME_STRICT, NULL},
+	{"nodiratime", ARG_NONE, set_atime, -1, NULL},
+	{"diratime", ARG_NONE, set_atime, -1, NULL},
+	/* The default matching and quota modes are what every view does now. */
+	{"nocasefold", ARG_NONE, ignore, 0, NULL},
+	{"noquota", ARG_NONE, ignore, 0, NULL},
+	{"casefold", ARG_OPTIONAL, refuse_casefold, 0, "casefold"},
+	{"quota", ARG_NONE, refuse_later, 0, "quota"},
+	{"usrquota", ARG_NONE, refuse_later, 0, "quota"},
+	{"grpquota", ARG_NONE, refuse_later, 0, "quota"},
+	{"size", ARG_REQUIRED, refuse_later, 0, "size-limited"},
+	{"inodes", ARG_REQUIRED, refuse_later, 0, "inode-limited"},
+	/* fstab bookkeeping that mount(8) handles and may pass through. */
+	{"defaults", ARG_NONE, ignore, 0, NULL},
+	{"auto", ARG_NONE, ignore, 0, NULL},
+	{"noauto", ARG_NONE, ignore, 0, NULL},
+	{"nofail", ARG_NONE, ignore, 0, NULL},
+	{"_netdev", ARG_NONE, ignore, 0, NULL},
+	{"comment", ARG_OPTIONAL, ignore, 0, NULL},
+	/* Superblock-only ext4 options (SPEC §3.3). */
+	{"data", ARG_REQUIRED, set_sb, 0, "data"},
+	{"data_err", ARG_REQUIRED, set_sb, 0, "data_err"},
+	{"commit", ARG_REQUIRED, set_sb, 0, "commit"},
+	{"errors", ARG_REQUIRED, set_sb, 0, "errors"},
+	{"max_batch_time", ARG_REQUIRED, set_sb, 0, "max_batch_time"},
+	{"min_batch_time", ARG_REQUIRED, set_sb, 0, "min_batch_time"},
+	{"stripe", ARG_REQUIRED, set_sb, 0, "stripe"},
+	{"journal_ioprio", ARG_REQUIRED, set_sb, 0, "journal_ioprio"},
+	{"inode_readahead_blks", ARG_REQUIRED, set_sb, 0, "inode_readahead_blks"},
+	{"resuid", ARG_REQUIRED, set_sb, 0, "resuid"},
+	{"resgid", ARG_REQUIRED, set_sb, 0, "resgid"},
+	{"max_dir_size_kb", ARG_REQUIRED, set_sb, 0, "max_dir_size_kb"},
+	{"dax", ARG_OPTIONAL, set_sb, 1, "dax"},
+	SB_FLAG("barrier", "nobarrier", "barrier"),
+	SB_FLAG("discard", "nodiscard", "discard"),
+	SB_FLAG("journal_checksum", "nojournal_checksum", "journal_checksum"),
+	SB_FLAG("lazytime", "nolazytime", "lazytime"),
+	SB_FLAG("delalloc", "nodelalloc", "delalloc"),
+	SB_FLAG("auto_da_alloc", "noauto_da_alloc", "auto_da_alloc"),
+	SB_FLAG("block_validity", "noblock_validity", "block_validity"),
+	SB_FLAG("dioread_nolock", "dioread_lock", "dioread_nolock"),
+	SB_FLAG("init_itable", "noinit_itable", "init_itable"),
+	SB_FLAG("grpid", "nogrpid", "grpid"),
+	SB_FLAG("bsdgroups", "sysvgroups", "grpid"),
+	{"journal_async_commit", ARG_NONE, set_sb, 1, "journal_async_commit"},
+	{"noload", ARG_NONE, set_sb, 1, "noload"},
+	{"norecovery", ARG_NONE, set_sb, 1, "noload"},
+	{"nombcache", ARG_NONE, set_sb, 1, "nombcache"},
+	{"i_version", ARG_NONE, set_sb, 1, "i_version"},
+	{"prefetch_block_bitmaps", ARG_NONE, set_sb, 1, "prefetch_block_bitmaps"},
+};
+
+static const struct opt_def *find_def(const char *name, size_t len)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(table); i++)
+		if (strlen(table[i].name) == len && !strncmp(table[i].name, name, len))
+			return &table[i];
+	return NULL;
+}
+
+static void note_flag_name(struct sfs_opts *o, const char *name)
+{
+	static const char *const flags[] = {"nosuid", "nodev", "noexec", "nosymfollow",
+	                                    "noatime", "nodiratime", "strictatime"};
+	for (size_t i = 0; i < ARRAY_SIZE(flags); i++)
+		if (!strcmp(flags[i], name) && !strstr(o->flag_names, name))
+			sfs_list_append(o->flag_names, sizeof(o->flag_names), name);
+}
+
+static void set_defaults(struct sfs_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->acl = true;
+	o->user_xattr = true;
+	o->df = SFS_DF_BSD;
+	o->share = SFS_SHARE_EXCLUSIVE;
+	o->cache = SFS_CACHE_STRICT;
+	o->atime = SFS_ATIME_RELATIME;
+	strcpy(o->subdir, "/");
+}
+
+/* The flags a view's mount(2) gets, and the names status shows, follow the final state. */
+static void finish_flags(struct sfs_opts *o)
+{
+	static const struct { unsigned long bit; const char *name; } bits[] = {
+		{MS_NOSUID, "nosuid"}, {MS_NODEV, "nodev"}, {MS_NOEXEC, "noexec"},
+		{MS_NOSYMFOLLOW, "nosymfollow"}};
+
+	o->flag_names[0] = '\0';
+	for (size_t i = 0; i < ARRAY_SIZE(bits); i++)
+		if (o->mount_flags & bits[i].bit)
+			note_flag_name(o, bits[i].name);
+	if (o->atime == SFS_ATIME_NOATIME) {
+		o->mount_flags |= MS_NOATIME;
+		note_flag_name(o, "noatime");
+	} else if (o->atime == SFS_ATIME_STRICT) {
+		o->mount_flags |= MS_STRICTATIME;
+		note_flag_name(o, "strictatime");
+	} else {
+		o->mount_flags |= MS_RELATIME;
+	}
+	if (o->nodiratime) {
+		o->mount_flags |= MS_NODIRATIME;
+		note_flag_name(o, "nodiratime");
+	}
+	if (o->ro)
+		o->mount_flags |= MS_RDONLY;
+}
+
+int sfs_opts_parse(const char *optstr, struct sfs_opts *o, char *err, size_t errlen)
+{
+	char *name, *value;
+	size_t nsz, vsz;
+	char *next;
+
+	set_defaults(o);
+	if (!optstr)
+		optstr = "";
+	if (!sfs_strlcpy(o->requested, optstr, sizeof(o->requested))) {
+		sfs_errf(err, errlen, "-o", "option string too long");
+		return -EINVAL;
+	}
+	next = o->requested;
+	while (mnt_optstr_next_option(&next, &name, &nsz, &value, &vsz) == 0) {
+		char nm[128], val[PATH_MAX];
+		const struct opt_def *d = find_def(name, nsz);
+		int rc;
+
+		snprintf(nm, sizeof(nm), "%.*s", (int)nsz, name);
+		if (value)
+			snprintf(val, sizeof(val), "%.*s", (int)vsz, value);
+		if (!d && !strncmp(nm, "x-", 2))
+			continue; /* userspace fstab options belong to mount(8) and systemd */
+		if (!d) {
+			sfs_errf(err, errlen, nm, "unknown option");
+			return -EINVAL;
+		}
+		if (d->arg == ARG_NONE && value) {
+			sfs_errf(err, errlen, nm, "takes no value");
+			return -EINVAL;
+		}
+		if (d->arg == ARG_REQUIRED && !value) {
+			sfs_errf(err, errlen, nm, "needs a value (%s=...)", nm);
+			return -EINVAL;
+		}
+		rc = d->apply(o, d, value ? val : NULL, err, errlen);
+		if (rc)
+			return rc;
+	}
+	finish_flags(o);
+	return 0;
+}
+
+void sfs_opts_sb_string(const struct sfs_opts *o, char *buf, size_t len)
+{
+	buf[0] = '\0';
+	for (int i = 0; i < o->n_sb; i++)
+		sfs_list_append(buf, len, o->sb[i].text);
+}
+
+int sfs_opts_sb_compatible(const struct sfs_opts *in_force, const struct sfs_opts *req,
+                           char *err, size_t errlen)
+{
+	for (int i = 0; i < req->n_sb; i++) {
+		const struct sfs_sb_opt *r = &req->sb[i];
+		const struct sfs_sb_opt *f = NULL;
+
+		for (int j = 0; j < in_force->n_sb; j++)
+			if (!strcmp(in_force->sb[j].key, r->key))
+				f = &in_force->sb[j];
+		if (!f) {
+			sfs_errf(err, errlen, r->text,
+			         "the backing is already mounted without it (superblock-only option; "
+			         "it must match the first view)");
+			return -EINVAL;
+		}
+		if (strcmp(f->value, r->value)) {
+			sfs_errf(err, errlen, r->text,
+			         "the backing is mounted with %s (superblock-only option; it must match)",
+			         f->text);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+const char *sfs_df_name(enum sfs_df df)
+{
+	return df == SFS_DF_MINIX ? "minixdf" : "bsddf";
+}

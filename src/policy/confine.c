@@ -1,0 +1,44 @@
+/* What a view may reach and change: ro views refuse every modification with EROFS (the
+ * kernel does too, on the read-only view mount; this is the daemon's own guard), the
+ * admin state /.strictfs at the backing root is invisible and cannot be created (SPEC §3.5).
+ * subdir= is the view's root node, chosen when the view is added (daemon.c): the kernel
+ * resolves ".." and symlinks itself and never asks the daemon to leave the root. */
+#include <errno.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "policy.h"
+
+#define ADMIN_DIR ".strictfs"
+
+static int confine_modify(const struct sfs_view *v)
+{
+	return v->opts.ro ? -EROFS : 0;
+}
+
+static bool is_admin_entry(const struct sfs_view *v, const struct sfs_node *dir, const char *name)
+{
+	return dir->ino == v->d->backing_root_ino && dir->dev == v->d->backing.fs_dev &&
+	       !strcmp(name, ADMIN_DIR);
+}
+
+static int confine_name(const struct sfs_view *v, const struct sfs_node *parent, const char *name,
+                        bool create)
+{
+	if (!is_admin_entry(v, parent, name))
+		return 0;
+	return create ? -EPERM : -ENOENT;
+}
+
+static bool confine_dirent_visible(const struct sfs_view *v, const struct sfs_node *dir,
+                                   const char *name)
+{
+	return !is_admin_entry(v, dir, name);
+}
+
+const struct sfs_policy sfs_policy_confine = {
+	.name = "confine",
+	.modify = confine_modify,
+	.name_check = confine_name,
+	.dirent_visible = confine_dirent_visible,
+};

@@ -1,0 +1,22 @@
+/* bsddf / minixdf: statfs as ext4 reports it with that option. The backing answers bsddf
+ * (metadata overhead subtracted); minixdf reports the whole device's blocks, read from the
+ * superblock as ext4 does. */
+#include "backing.h"
+#include "daemon.h"
+#include "policy.h"
+
+static void df_statfs(const struct sfs_view *v, struct statvfs *st)
+{
+	unsigned long long total;
+
+	if (v->opts.df != SFS_DF_MINIX)
+		return;
+	total = sfs_backing_total_blocks(&v->d->backing);
+	if (total)
+		st->f_blocks = total;
+}
+
+const struct sfs_policy sfs_policy_df = {
+	.name = "df",
+	.statfs = df_statfs,
+};

@@ -1,0 +1,89 @@
+/* Dispatch from the request path to every view policy (see policy.h). */
+#include "policy.h"
+
+#include <stddef.h>
+
+const struct sfs_policy *const sfs_policies[] = {
+	&sfs_policy_confine, &sfs_policy_acl, &sfs_policy_xattr, &sfs_policy_df,
+	&sfs_policy_atime, NULL,
+};
+
+#define EACH(p) for (const struct sfs_policy *const *p = sfs_policies; *p; p++)
+
+void sfs_policy_init(const struct sfs_view *v, struct fuse_conn_info *conn)
+{
+	EACH(p) if ((*p)->init) (*p)->init(v, conn);
+}
+
+int sfs_policy_modify(const struct sfs_view *v)
+{
+	EACH(p) {
+		int rc = (*p)->modify ? (*p)->modify(v) : 0;
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int sfs_policy_name(const struct sfs_view *v, const struct sfs_node *parent, const char *name,
+                    bool create)
+{
+	EACH(p) {
+		int rc = (*p)->name_check ? (*p)->name_check(v, parent, name, create) : 0;
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+bool sfs_policy_dirent_visible(const struct sfs_view *v, const struct sfs_node *dir,
+                               const char *name)
+{
+	EACH(p) if ((*p)->dirent_visible && !(*p)->dirent_visible(v, dir, name)) return false;
+	return true;
+}
+
+int sfs_policy_xattr_gate(const struct sfs_req *r, const char *name, enum sfs_xattr_op op)
+{
+	EACH(p) {
+		int rc = (*p)->xattr ? (*p)->xattr(r, name, op) : 0;
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+bool sfs_policy_xattr_visible(const struct sfs_req *r, const char *name)
+{
+	EACH(p) if ((*p)->xattr_visible && !(*p)->xattr_visible(r, name)) return false;
+	return true;
+}
+
+int sfs_policy_created(const struct sfs_req *r, int dirfd, const char *name, mode_t mode)
+{
+	EACH(p) {
+		int rc = (*p)->created ? (*p)->created(r, dirfd, name, mode) : 0;
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+bool sfs_policy_dac_retry(const struct sfs_view *v)
+{
+	EACH(p) if ((*p)->dac_retry && (*p)->dac_retry(v)) return true;
+	return false;
+}
+
+void sfs_policy_statfs(const struct sfs_view *v, struct statvfs *st)
+{
+	EACH(p) if ((*p)->statfs) (*p)->statfs(v, st);
+}
+
+int sfs_policy_open_flags(const struct sfs_view *v, const struct stat *st)
+{
+	int flags = 0;
+
+	EACH(p) if ((*p)->open_flags) flags |= (*p)->open_flags(v, st);
+	return flags;
+}

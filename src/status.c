@@ -1,0 +1,152 @@
+/* status: the JSON a daemon reports about itself, and the table the CLI prints from it. */
+#include "status.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon.h"
+
+static json_object *split_list(const char *list)
+{
+	json_object *a = json_object_new_array();
+	char *copy = strdup(list ? list : ""), *save = NULL;
+
+	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+		json_object_array_add(a, json_object_new_string(t));
+	free(copy);
+	return a;
+}
+
+static json_object *view_json(const struct sfs_view *v)
+{
+	json_object *o = json_object_new_object(), *opts = json_object_new_object();
+
+	json_object_object_add(o, "mountpoint", json_object_new_string(v->mountpoint));
+	json_object_object_add(o, "requested", json_object_new_string(v->opts.requested));
+	json_object_object_add(opts, "acl", json_object_new_boolean(v->opts.acl));
+	json_object_object_add(opts, "user_xattr", json_object_new_boolean(v->opts.user_xattr));
+	json_object_object_add(opts, "casefold", json_object_new_string("off"));
+	json_object_object_add(opts, "quota", json_object_new_string("none"));
+	json_object_object_add(opts, "ro", json_object_new_boolean(v->opts.ro));
+	json_object_object_add(opts, "subdir", json_object_new_string(v->opts.subdir));
+	json_object_object_add(opts, "df", json_object_new_string(sfs_df_name(v->opts.df)));
+	json_object_object_add(opts, "cache", json_object_new_string(
+		v->opts.cache == SFS_CACHE_WRITEBACK ? "writeback" : "strict"));
+	json_object_object_add(opts, "mount_flags", split_list(v->opts.flag_names));
+	json_object_object_add(o, "options", opts);
+	json_object_object_add(o, "open_files", json_object_new_int(atomic_load(&v->open_files)));
+	json_object_object_add(o, "requests", json_object_new_uint64(atomic_load(&v->requests)));
+	return o;
+}
+
+json_object *sfs_status_daemon(struct sfs_daemon *d)
+{
+	json_object *o = json_object_new_object(), *b = json_object_new_object();
+	json_object *cache = json_object_new_object(), *views = json_object_new_array();
+	const struct sfs_backing *bk = &d->backing;
+	char buf[64];
+	struct tm tm;
+
+	json_object_object_add(o, "source", json_object_new_string(d->source));
+	json_object_object_add(o, "pid", json_object_new_int(getpid()));
+	gmtime_r(&d->started, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	json_object_object_add(o, "started", json_object_new_string(buf));
+	snprintf(buf, sizeof(buf), "%u:%u", major(bk->rdev), minor(bk->rdev));
+	json_object_object_add(b, "device", json_object_new_string(buf));
+	json_object_object_add(b, "path", json_object_new_string(bk->device));
+	json_object_object_add(b, "fstype", json_object_new_string("ext4"));
+	json_object_object_add(b, "uuid", json_object_new_string(bk->uuid));
+	json_object_object_add(b, "mode", json_object_new_string(
+		bk->mode == SFS_SHARE_EXISTING ? "shared-existing" : "exclusive"));
+	json_object_object_add(b, "loop", bk->loop_fd >= 0 ? json_object_new_string(bk->device)
+	                                                   : NULL);
+	json_object_object_add(b, "options", split_list(bk->options));
+	if (bk->mode == SFS_SHARE_EXISTING)
+		json_object_object_add(b, "existing_at", json_object_new_string(bk->existing_at));
+	json_object_object_add(o, "backing", b);
+	json_object_object_add(cache, "inodes", json_object_new_uint64(sfs_itab_count(&d->itab)));
+	pthread_mutex_lock(&d->fdc.lock);
+	json_object_object_add(cache, "fds_open", json_object_new_uint64(d->fdc.open));
+	pthread_mutex_unlock(&d->fdc.lock);
+	json_object_object_add(cache, "fd_limit", json_object_new_uint64(d->fdc.limit));
+	json_object_object_add(o, "cache", cache);
+	json_object_object_add(o, "casefold_collisions", json_object_new_int(0));
+	pthread_rwlock_rdlock(&d->views_lock);
+	for (size_t s = 0; s < SFS_MAX_VIEWS; s++)
+		if (d->views[s] && !atomic_load(&d->views[s]->ended))
+			json_object_array_add(views, view_json(d->views[s]));
+	pthread_rwlock_unlock(&d->views_lock);
+	json_object_object_add(o, "views", views);
+	return o;
+}
+
+static const char *str(json_object *o, const char *key)
+{
+	json_object *v;
+	return json_object_object_get_ex(o, key, &v) && v ? json_object_get_string(v) : "-";
+}
+
+static void print_view(json_object *v)
+{
+	json_object *opts, *flags;
+	char line[512] = "";
+
+	json_object_object_get_ex(v, "options", &opts);
+	snprintf(line, sizeof(line), "%s,%s,%s,%s",
+	         json_object_get_boolean(json_object_object_get(opts, "acl")) ? "acl" : "noacl",
+	         json_object_get_boolean(json_object_object_get(opts, "user_xattr")) ? "user_xattr"
+	                                                                            : "nouser_xattr",
+	         json_object_get_boolean(json_object_object_get(opts, "ro")) ? "ro" : "rw",
+	         str(opts, "df"));
+	if (strcmp(str(opts, "subdir"), "/")) {
+		strncat(line, ",subdir=", sizeof(line) - strlen(line) - 1);
+		strncat(line, str(opts, "subdir"), sizeof(line) - strlen(line) - 1);
+	}
+	if (!strcmp(str(opts, "cache"), "writeback"))
+		strncat(line, ",cache=writeback", sizeof(line) - strlen(line) - 1);
+	flags = json_object_object_get(opts, "mount_flags");
+	for (size_t i = 0; flags && i < json_object_array_length(flags); i++) {
+		strncat(line, ",", sizeof(line) - strlen(line) - 1);
+		strncat(line, json_object_get_string(json_object_array_get_idx(flags, i)),
+		        sizeof(line) - strlen(line) - 1);
+	}
+	printf("  %-32s %-52s %6s %10s\n", str(v, "mountpoint"), line, str(v, "open_files"),
+	       str(v, "requests"));
+}
+
+void sfs_status_print(json_object *doc)
+{
+	json_object *daemons = json_object_object_get(doc, "daemons");
+	size_t n = daemons ? json_object_array_length(daemons) : 0;
+
+	if (!n) {
+		printf("no strictfs daemon is running\n");
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_object *d = json_object_array_get_idx(daemons, i);
+		json_object *b = json_object_object_get(d, "backing");
+		json_object *views = json_object_object_get(d, "views");
+		json_object *opts = json_object_object_get(b, "options");
+		char optline[512] = "";
+		for (size_t k = 0; opts && k < json_object_array_length(opts); k++) {
+			if (k)
+				strncat(optline, ",", sizeof(optline) - strlen(optline) - 1);
+			strncat(optline, json_object_get_string(json_object_array_get_idx(opts, k)),
+			        sizeof(optline) - strlen(optline) - 1);
+		}
+		if (i)
+			printf("\n");
+		printf("source %s  (pid %s, started %s)\n", str(d, "source"), str(d, "pid"),
+		       str(d, "started"));
+		printf("  backing %s [%s]  ext4  %s  options %s\n", str(b, "path"), str(b, "device"),
+		       str(b, "mode"), optline);
+		printf("  %-32s %-52s %6s %10s\n", "VIEW", "OPTIONS", "OPEN", "REQUESTS");
+		for (size_t k = 0; views && k < json_object_array_length(views); k++)
+			print_view(json_object_array_get_idx(views, k));
+	}
+}

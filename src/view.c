@@ -1,0 +1,99 @@
+/* One view: its FUSE session, the thread serving it, and its removal in its own mount
+ * namespace. The mount itself was made by the requesting strictfs process (SPEC §6); the
+ * session adopts the /dev/fuse descriptor it sent. */
+#include "view.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "daemon.h"
+
+/* Kernel caches may be long because every change is notified to the other views; with
+ * share=existing others write behind the daemon's back, so caches stay short there. */
+#define TIMEOUT_EXCLUSIVE 5.0
+#define TIMEOUT_SHARED 0.5
+
+static void *serve(void *arg)
+{
+	struct sfs_view *v = arg;
+	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+
+	fuse_loop_cfg_set_clone_fd(cfg, 0);
+	fuse_loop_cfg_set_idle_threads(cfg, 4);
+	fuse_loop_cfg_set_max_threads(cfg, 16);
+	fuse_session_loop_mt(v->se, cfg);
+	fuse_loop_cfg_destroy(cfg);
+	atomic_store(&v->ended, true);
+	sfs_daemon_wake(v->d);
+	return NULL;
+}
+
+int sfs_view_start(struct sfs_view *v, int fuse_fd)
+{
+	char *argv[] = {"strictfs", NULL};
+	struct fuse_args args = FUSE_ARGS_INIT(1, argv);
+	char dev[32];
+	int rc;
+
+	bool shared = v->d->backing.mode == SFS_SHARE_EXISTING;
+	v->entry_timeout = v->attr_timeout = shared ? TIMEOUT_SHARED : TIMEOUT_EXCLUSIVE;
+	v->keep_cache = !shared;
+	v->se = fuse_session_new(&args, &sfs_ops, sizeof(sfs_ops), v);
+	if (!v->se) {
+		close(fuse_fd);
+		return -ENOMEM;
+	}
+	snprintf(dev, sizeof(dev), "/dev/fd/%d", fuse_fd);
+	if (fuse_session_mount(v->se, dev) != 0) {
+		close(fuse_fd);
+		fuse_session_destroy(v->se);
+		v->se = NULL;
+		return -EINVAL;
+	}
+	rc = pthread_create(&v->thread, NULL, serve, v);
+	if (rc) {
+		fuse_session_destroy(v->se);
+		v->se = NULL;
+		return -rc;
+	}
+	v->thread_started = true;
+	return 0;
+}
+
+/* A child enters the view's mount namespace and unmounts it there: the daemon itself stays
+ * in its own namespace, and setns is per process for a threaded one. */
+void sfs_view_unmount(const struct sfs_view *v)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		if (v->ns_fd >= 0 && setns(v->ns_fd, CLONE_NEWNS) < 0)
+			_exit(1);
+		if (umount2(v->mountpoint, UMOUNT_NOFOLLOW) < 0 &&
+		    umount2(v->mountpoint, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+}
+
+void sfs_view_finish(struct sfs_view *v)
+{
+	if (v->thread_started)
+		pthread_join(v->thread, NULL);
+	v->thread_started = false;
+	if (v->se)
+		fuse_session_destroy(v->se);
+	v->se = NULL;
+	if (v->ns_fd >= 0)
+		close(v->ns_fd);
+	v->ns_fd = -1;
+}

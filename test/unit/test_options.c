@@ -1,0 +1,104 @@
+/* Table-driven tests of the view option parser: accepted options, refusals by name. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+
+#include "options.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                        \
+	do {                                                    \
+		if (!(cond)) {                                  \
+			printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+			printf(__VA_ARGS__);                    \
+			printf("\n");                           \
+			failures++;                             \
+		}                                               \
+	} while (0)
+
+static void refused(const char *opts, const char *needle)
+{
+	struct sfs_opts o;
+	char err[512] = "";
+	int rc = sfs_opts_parse(opts, &o, err, sizeof(err));
+
+	CHECK(rc != 0, "'%s' was accepted", opts);
+	CHECK(strstr(err, needle) != NULL, "'%s': error '%s' does not name '%s'", opts, err, needle);
+	CHECK(!strncmp(err, "strictfs: ", 10), "'%s': error '%s' lacks the prefix", opts, err);
+}
+
+static void accepted(const char *opts, struct sfs_opts *o)
+{
+	char err[512] = "";
+	CHECK(sfs_opts_parse(opts, o, err, sizeof(err)) == 0, "'%s' refused: %s", opts, err);
+}
+
+int main(void)
+{
+	struct sfs_opts o, f;
+	char err[512], buf[256];
+
+	accepted("", &o);
+	CHECK(o.acl && o.user_xattr && !o.ro && !strcmp(o.subdir, "/"), "defaults");
+	CHECK(o.mount_flags & MS_RELATIME, "relatime by default");
+	accepted("noacl,nouser_xattr", &o);
+	CHECK(!o.acl && !o.user_xattr, "noacl,nouser_xattr");
+	accepted("noacl,acl", &o);
+	CHECK(o.acl, "last one wins");
+	accepted("ro,nosuid,nodev,noexec,nosymfollow,noatime", &o);
+	CHECK(o.ro && (o.mount_flags & (MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_NOATIME)) ==
+	              (MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_NOATIME), "flags");
+	CHECK(!strcmp(o.flag_names, "nosuid,nodev,noexec,nosymfollow,noatime"), "names %s", o.flag_names);
+	accepted("nosuid,suid", &o);
+	CHECK(!(o.mount_flags & MS_NOSUID), "suid clears nosuid");
+	accepted("subdir=/a//b/./c/", &o);
+	CHECK(!strcmp(o.subdir, "/a/b/c"), "subdir normalised: %s", o.subdir);
+	accepted("subdir=x", &o);
+	CHECK(!strcmp(o.subdir, "/x"), "relative subdir");
+	accepted("minixdf", &o);
+	CHECK(o.df == SFS_DF_MINIX, "minixdf");
+	accepted("cache=writeback,share=existing", &o);
+	CHECK(o.cache == SFS_CACHE_WRITEBACK && o.share == SFS_SHARE_EXISTING, "enums");
+	accepted("nocasefold,noquota,defaults,x-systemd.automount,nofail", &o);
+	accepted("data=journal,commit=30,nodelalloc,errors=remount-ro", &o);
+	CHECK(o.n_sb == 4, "four superblock options, got %d", o.n_sb);
+	sfs_opts_sb_string(&o, buf, sizeof(buf));
+	CHECK(!strcmp(buf, "data=journal,commit=30,nodelalloc,errors=remount-ro"), "sb string %s", buf);
+
+	refused("bogus", "bogus: unknown option");
+	refused("acl=1", "acl: takes no value");
+	refused("subdir", "subdir: needs a value");
+	refused("subdir=", "subdir=: empty");
+	refused("subdir=/a/../b", "subdir=/a/../b");
+	refused("cache=foo", "cache=foo: unknown value");
+	refused("share=foo", "share=foo: unknown value");
+	refused("commit=abc", "commit=abc: malformed");
+	refused("data=bogus", "data=bogus: malformed");
+	refused("casefold", "casefold: not supported");
+	refused("casefold=strict", "casefold=strict: not supported");
+	refused("casefold=bogus", "casefold=bogus: unknown value (use casefold, casefold=strict or nocasefold)");
+	refused("quota", "quota: not supported");
+	refused("usrquota", "usrquota: not supported");
+	refused("grpquota", "grpquota: not supported");
+	refused("size=10G", "size=10G: not supported");
+	refused("inodes=1000", "inodes=1000: not supported");
+	refused("acl,noexec,loop", "loop: unknown option");
+
+	/* superblock options against the ones in force */
+	accepted("data=journal,nodelalloc", &f);
+	accepted("nodelalloc", &o);
+	CHECK(sfs_opts_sb_compatible(&f, &o, err, sizeof(err)) == 0, "subset ok: %s", err);
+	accepted("delalloc", &o);
+	CHECK(sfs_opts_sb_compatible(&f, &o, err, sizeof(err)) != 0 && strstr(err, "delalloc: ") &&
+	      strstr(err, "nodelalloc"), "mismatch names both: %s", err);
+	accepted("commit=30", &o);
+	CHECK(sfs_opts_sb_compatible(&f, &o, err, sizeof(err)) != 0 && strstr(err, "commit=30"),
+	      "absent in force: %s", err);
+	accepted("bsdgroups", &o);
+	accepted("grpid", &f);
+	CHECK(sfs_opts_sb_compatible(&f, &o, err, sizeof(err)) == 0, "synonyms agree: %s", err);
+
+	printf("%s\n", failures ? "FAILED" : "ok");
+	return failures ? 1 : 0;
+}
