@@ -38,6 +38,8 @@ struct sfs_daemon {
 	int lock_fd;
 	size_t fd_limit;
 	atomic_bool stopping;
+	int mountinfo_fd;                /* POLLPRI when the mount table changes */
+	char shared_with[1024];          /* native mounts of the backing device, comma list */
 };
 
 /* `strictfs __daemon KEY SOURCE FILE? OPTIONS READY_FD`: the daemon's entry point. */

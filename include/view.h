@@ -49,6 +49,10 @@ static inline fuse_ino_t sfs_ino_of(const struct sfs_view *v, const struct sfs_n
  * Takes ownership of fuse_fd. Returns 0 or -errno. */
 int sfs_view_start(struct sfs_view *v, int fuse_fd);
 
+/* Cache timeouts and page-cache keeping: long while the daemon is the backing's only writer
+ * (every change is then notified), short when others write behind its back. */
+void sfs_view_set_caching(struct sfs_view *v, bool sole_writer);
+
 /* Unmounts the view in its own mount namespace (lazy if busy). */
 void sfs_view_unmount(const struct sfs_view *v);
 

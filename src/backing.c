@@ -50,11 +50,9 @@ bool sfs_backing_find_mount(dev_t rdev, char *where, size_t len, char *opts, siz
 		if (found && !(root && !strcmp(root, "/")))
 			continue;
 		sfs_strlcpy(where, mnt_fs_get_target(fs), len);
-		if (opts) {
-			const char *o = mnt_fs_get_fs_options(fs);
-			const char *v = mnt_fs_get_vfs_options(fs);
-			snprintf(opts, optslen, "%s%s%s", v ? v : "", o && v ? "," : "", o ? o : "");
-		}
+		if (opts)
+			sfs_strlcpy(opts, mnt_fs_get_fs_options(fs) ? mnt_fs_get_fs_options(fs) : "",
+			            optslen);
 		found = true;
 		if (root && !strcmp(root, "/"))
 			break;
@@ -270,11 +268,11 @@ static int mount_exclusive(struct sfs_backing *b, const struct sfs_opts *o, char
 static int clone_existing(struct sfs_backing *b, char *err, size_t errlen)
 {
 	struct mount_attr attr = {.attr_set = MOUNT_ATTR_STRICTATIME, .attr_clr = MOUNT_ATTR__ATIME};
-	char opts[1024];
 	int fd;
 
-	if (!sfs_backing_find_mount(b->rdev, b->existing_at, sizeof(b->existing_at), opts,
-	                            sizeof(opts))) {
+	/* the superblock's options as the kernel reports them for the existing mount */
+	if (!sfs_backing_find_mount(b->rdev, b->existing_at, sizeof(b->existing_at), b->options,
+	                            sizeof(b->options))) {
 		sfs_errf(err, errlen, b->device,
 		         "share=existing: not mounted in this namespace");
 		return -ENOENT;
@@ -423,17 +421,18 @@ int sfs_backing_open(struct sfs_backing *b, const char *source, bool source_is_f
 	}
 	b->fs_dev = st.st_dev;
 	b->dev_fd = open(b->device, O_RDONLY | O_CLOEXEC);
-	snprintf(probe, sizeof(probe), "%s/.probe-%d", SFS_RUNDIR, getpid());
-	mkdir(probe, 0700);
-	rc = read_back_options(b, probe);
-	rmdir(probe);
-	if (rc) {
-		sfs_errf(err, errlen, b->device, "cannot read the backing's options back");
-		goto fail;
+	if (b->mode == SFS_SHARE_EXCLUSIVE) {
+		snprintf(probe, sizeof(probe), "%s/.probe-%d", SFS_RUNDIR, getpid());
+		mkdir(probe, 0700);
+		rc = read_back_options(b, probe);
+		rmdir(probe);
+		if (rc) {
+			sfs_errf(err, errlen, b->device, "cannot read the backing's options back");
+			goto fail;
+		}
+	} else {
+		b->read_only = option_in(b->options, "ro");
 	}
-	if (b->mode == SFS_SHARE_EXISTING && strstr(b->options, "ro") == b->options &&
-	    (b->options[2] == ',' || b->options[2] == '\0'))
-		b->read_only = true;
 	if ((rc = check_effective(b, o, err, errlen)))
 		goto fail;
 	probe_features(b);

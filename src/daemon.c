@@ -22,6 +22,8 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include <libmount.h>
+
 #include "coherence.h"
 #include "control.h"
 #include "status.h"
@@ -216,6 +218,7 @@ static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t
 	strcpy(v->source, src);
 	v->ns_fd = req->fds[1];
 	req->fds[1] = -1;
+	sfs_view_set_caching(v, !*d->shared_with && d->backing.mode == SFS_SHARE_EXCLUSIVE);
 	rc = sfs_view_start(v, req->fds[0]);
 	req->fds[0] = -1;
 	if (rc) {
@@ -361,15 +364,48 @@ static bool may_exit(struct sfs_daemon *d)
 	return d->nviews == 0 && flock(d->lock_fd, LOCK_EX | LOCK_NB) == 0;
 }
 
+/* The kernel checks exclusivity only when the backing is created: root can still mount the
+ * device natively and share the superblock (kernel-facts §2). Such a mount is noticed, logged
+ * and shown; the daemon is then not the only writer, so views stop trusting their caches. */
+static void check_shared(struct sfs_daemon *d)
+{
+	struct libmnt_table *tb = mnt_new_table_from_file("/proc/self/mountinfo");
+	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
+	char now[sizeof(d->shared_with)] = "";
+	struct libmnt_fs *fs;
+
+	while (tb && it && mnt_table_next_fs(tb, it, &fs) == 0)
+		if (mnt_fs_get_devno(fs) == d->backing.rdev)
+			sfs_list_append(now, sizeof(now), mnt_fs_get_target(fs));
+	mnt_free_iter(it);
+	mnt_unref_table(tb);
+	if (!strcmp(now, d->shared_with))
+		return;
+	if (*now)
+		syslog(LOG_WARNING, "%s: the backing device is also mounted natively at %s; "
+		       "strictfs is no longer its only writer", d->source, now);
+	else
+		syslog(LOG_INFO, "%s: the native mounts of the backing device are gone", d->source);
+	strcpy(d->shared_with, now);
+	pthread_rwlock_rdlock(&d->views_lock);
+	for (size_t s = 0; s < SFS_MAX_VIEWS; s++)
+		if (d->views[s])
+			sfs_view_set_caching(d->views[s], !*now && d->backing.mode == SFS_SHARE_EXCLUSIVE);
+	pthread_rwlock_unlock(&d->views_lock);
+}
+
 static void control_loop(struct sfs_daemon *d)
 {
 	for (;;) {
-		struct pollfd pf[2] = {{d->listen_fd, POLLIN, 0}, {d->event_fd, POLLIN, 0}};
+		struct pollfd pf[3] = {{d->listen_fd, POLLIN, 0}, {d->event_fd, POLLIN, 0},
+		                       {d->mountinfo_fd, POLLPRI, 0}};
 		int timeout = d->nviews ? -1 : 200;
 		uint64_t n;
 
-		if (poll(pf, 2, timeout) < 0 && errno != EINTR)
+		if (poll(pf, 3, timeout) < 0 && errno != EINTR)
 			break;
+		if (pf[2].revents & (POLLPRI | POLLERR))
+			check_shared(d);
 		if (pf[1].revents & POLLIN && read(d->event_fd, &n, sizeof(n)) < 0)
 			syslog(LOG_WARNING, "eventfd: %m");
 		reap_ended_views(d);
@@ -431,6 +467,7 @@ static int setup(struct sfs_daemon *d, const char *optstr, char *err, size_t err
 	d->backing_root_ino = st.st_ino;
 	if (sfs_coh_start(d) || listen_on(d, err, errlen) < 0)
 		return -1;
+	d->mountinfo_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
 	d->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (d->event_fd < 0 || pthread_create(&sig, NULL, signal_thread, d)) {
 		sfs_errf(err, errlen, d->source, "cannot start: %s", strerror(errno));
@@ -472,7 +509,7 @@ int sfs_daemon_main(int argc, char **argv)
 	sfs_strlcpy(d->source, argv[2], sizeof(d->source));
 	d->source_is_file = !strcmp(argv[3], "file");
 	ready = atoi(argv[5]);
-	d->listen_fd = d->event_fd = d->lock_fd = -1;
+	d->listen_fd = d->event_fd = d->lock_fd = d->mountinfo_fd = -1;
 	d->started = time(NULL);
 	pthread_rwlock_init(&d->views_lock, NULL);
 	openlog("strictfs", LOG_PID | LOG_NDELAY, LOG_DAEMON);
@@ -491,6 +528,7 @@ int sfs_daemon_main(int argc, char **argv)
 		teardown(d);
 		return 1;
 	}
+	check_shared(d);
 	{
 		char ok[32];
 		snprintf(ok, sizeof(ok), "OK %d", getpid());

@@ -95,10 +95,12 @@ static void unhold(struct sfs_view *v, struct held *h)
 	h->fd = -1;
 }
 
+/* One path component, never "." or "..": the kernel only sends such names, and the daemon
+ * relies on it to stay beneath the view's root. Length is the backing's to judge
+ * (ENAMETOOLONG). */
 static bool valid_name(const char *name)
 {
-	return *name && !strchr(name, '/') && strcmp(name, ".") && strcmp(name, "..") &&
-	       strlen(name) <= NAME_MAX;
+	return *name && !strchr(name, '/') && strcmp(name, ".") && strcmp(name, "..");
 }
 
 static int stat_fd(int fd, struct stat *st)
@@ -312,7 +314,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
 		goto out;
 	if ((valid & FUSE_SET_ATTR_MODE) && (rc = set_mode(&r, &h, attr->st_mode)))
 		goto out;
-	if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+	/* chown(f, -1, -1) arrives as a bare ctime update; ext4 then still stamps ctime */
+	if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID | FUSE_SET_ATTR_CTIME)) {
 		uid_t uid = valid & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1;
 		gid_t gid = valid & FUSE_SET_ATTR_GID ? attr->st_gid : (gid_t)-1;
 		rc = BACKING(&r, fchownat(h.fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));

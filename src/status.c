@@ -65,6 +65,7 @@ json_object *sfs_status_daemon(struct sfs_daemon *d)
 	json_object_object_add(b, "loop", bk->loop_fd >= 0 ? json_object_new_string(bk->device)
 	                                                   : NULL);
 	json_object_object_add(b, "options", split_list(bk->options));
+	json_object_object_add(o, "shared_with", split_list(d->shared_with));
 	if (bk->mode == SFS_SHARE_EXISTING)
 		json_object_object_add(b, "existing_at", json_object_new_string(bk->existing_at));
 	json_object_object_add(o, "backing", b);

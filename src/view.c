@@ -35,6 +35,12 @@ static void *serve(void *arg)
 	return NULL;
 }
 
+void sfs_view_set_caching(struct sfs_view *v, bool sole_writer)
+{
+	v->entry_timeout = v->attr_timeout = sole_writer ? TIMEOUT_EXCLUSIVE : TIMEOUT_SHARED;
+	v->keep_cache = sole_writer;
+}
+
 int sfs_view_start(struct sfs_view *v, int fuse_fd)
 {
 	char *argv[] = {"strictfs", NULL};
@@ -42,9 +48,6 @@ int sfs_view_start(struct sfs_view *v, int fuse_fd)
 	char dev[32];
 	int rc;
 
-	bool shared = v->d->backing.mode == SFS_SHARE_EXISTING;
-	v->entry_timeout = v->attr_timeout = shared ? TIMEOUT_SHARED : TIMEOUT_EXCLUSIVE;
-	v->keep_cache = !shared;
 	v->se = fuse_session_new(&args, &sfs_ops, sizeof(sfs_ops), v);
 	if (!v->se) {
 		close(fuse_fd);

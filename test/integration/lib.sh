@@ -1,0 +1,677 @@
+# shellcheck shell=bash
+# Helpers for the strictfs integration tests: a temp dir and ext4 images per test, test users,
+# assertions, status queries, and a cleanup that touches only what the test itself created
+# (mounts under its temp dir, daemons of its own sources, loop devices backed by its images).
+#
+# A test file sources this file, defines functions named test_*, and ends with
+#     [[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"
+# `bash t_x.sh` runs all its tests, `bash t_x.sh --list` lists them, `bash t_x.sh --run FN` runs
+# one (that is what test/run does, one process per test).
+
+SFS_TEST_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SFS_REPO=$(cd "$SFS_TEST_DIR/../.." && pwd)
+: "${STRICTFS:=$SFS_REPO/build/strictfs}"
+: "${MOUNT_HELPER:=$SFS_REPO/build/mount.strictfs}"
+: "${SFS_TMPBASE:=/tmp}"
+export STRICTFS MOUNT_HELPER SFS_TMPBASE
+
+# Always the system python: pyenv shims under /root are not reachable by the test users.
+PY=/usr/bin/python3
+[[ -x $PY ]] || PY=$(command -v python3)
+
+SFS_ALICE=sfs_alice
+SFS_BOB=sfs_bob
+SFS_GRP=sfs_grp
+
+shopt -s nullglob
+
+# ---------------------------------------------------------------------------------------------
+# Reporting. Results go to a file in the test's temp dir, so that subshells and the process run
+# inside a private mount namespace (with_mount_helper) count too.
+
+log() { printf '%s\n' "$*"; }
+
+_where() {
+	local i
+	for ((i = 1; i < ${#BASH_SOURCE[@]}; i++)); do
+		if [[ ${BASH_SOURCE[i]} != "${BASH_SOURCE[0]}" ]]; then
+			printf '%s:%s' "${BASH_SOURCE[i]##*/}" "${BASH_LINENO[i - 1]}"
+			return
+		fi
+	done
+}
+
+ok() {
+	log "ok   $*"
+	[[ -n ${T_DIR:-} && -d $T_DIR ]] && echo ok >>"$T_DIR/.results"
+	return 0
+}
+
+fail() {
+	log "FAIL $* [$(_where)]"
+	[[ -n ${T_DIR:-} && -d $T_DIR ]] && echo fail >>"$T_DIR/.results"
+	return 1
+}
+
+# die MSG: a setup step failed; the test cannot go on (cleanup runs from the EXIT trap).
+die() {
+	fail "$*"
+	exit 1
+}
+
+# need CMD...: run a setup command; die if it fails.
+need() {
+	"$@" || die "setup failed: $*"
+}
+
+_short() { # the first 300 characters of a file, on one line
+	tr '\n' '|' <"$1" | cut -c1-300
+}
+
+# ---------------------------------------------------------------------------------------------
+# Assertions. Each records one ok or one fail.
+
+assert_eq() { # EXPECTED ACTUAL MSG
+	if [[ $1 == "$2" ]]; then ok "$3"; else fail "$3: expected '$1', got '$2'"; fi
+}
+
+assert_ne() { # UNEXPECTED ACTUAL MSG
+	if [[ $1 != "$2" ]]; then ok "$3"; else fail "$3: got '$2'"; fi
+}
+
+assert_contains() { # HAYSTACK NEEDLE MSG
+	if [[ $1 == *"$2"* ]]; then ok "$3"; else fail "$3: '$2' not in '$(printf '%s' "$1" | tr '\n' '|' | cut -c1-400)'"; fi
+}
+
+assert_not_contains() { # HAYSTACK NEEDLE MSG
+	if [[ $1 != *"$2"* ]]; then ok "$3"; else fail "$3: '$2' found in '$(printf '%s' "$1" | tr '\n' '|' | cut -c1-400)'"; fi
+}
+
+assert_gt() { # A B MSG  (integers, A > B)
+	if [[ $1 =~ ^[0-9]+$ && $2 =~ ^[0-9]+$ ]] && (($1 > $2)); then ok "$3"; else fail "$3: expected $1 > $2"; fi
+}
+
+assert_lt() { # A B MSG  (integers, A < B)
+	if [[ $1 =~ ^[0-9]+$ && $2 =~ ^[0-9]+$ ]] && (($1 < $2)); then ok "$3"; else fail "$3: expected $1 < $2"; fi
+}
+
+_capture() { # CMD... : stdout -> $T_DIR/.out, stderr -> $T_DIR/.err, status -> RC
+	"$@" >"$T_DIR/.out" 2>"$T_DIR/.err"
+	RC=$?
+}
+
+assert_ok() { # CMD...: succeeds
+	_capture "$@"
+	if ((RC == 0)); then ok "$*"; else fail "$*: exit $RC: $(_short "$T_DIR/.err")"; fi
+}
+
+assert_fails() { # CMD...: fails (any way)
+	_capture "$@"
+	if ((RC != 0)); then ok "fails: $*"; else fail "expected failure: $*"; fi
+}
+
+# assert_fails_with TEXT CMD...: fails, and stderr contains TEXT (e.g. "Operation not supported").
+assert_fails_with() {
+	local text=$1
+	shift
+	_capture "$@"
+	if ((RC == 0)); then
+		fail "expected '$text': $*: succeeded"
+	elif ! grep -qF -- "$text" "$T_DIR/.err"; then
+		fail "expected '$text': $*: exit $RC: $(_short "$T_DIR/.err")"
+	else
+		ok "'$text': $*"
+	fi
+}
+
+assert_exit() { # CODE CMD...
+	local code=$1
+	shift
+	_capture "$@"
+	if ((RC == code)); then ok "exit $code: $*"; else fail "expected exit $code, got $RC: $*: $(_short "$T_DIR/.err")"; fi
+}
+
+# What a refused command must not leave behind: strictfs views, daemons, loop devices, and any
+# mount under the test's temp dir.
+_snap() {
+	{
+		awk -v p="$T_DIR/" '$3 == "fuse.strictfs" || index($2, p) == 1 { print "mount " $1 " " $2 " " $3 }' /proc/self/mounts
+		sfs_json | jq -r '.daemons[]?.pid | "daemon \(.)"' 2>/dev/null
+		_strictfs_procs | sed 's/^/process /'
+		losetup -l -n -O NAME 2>/dev/null | sed 's/^/loop /'
+	} | grep -vF "$T_DIR/.helperns" | sort -u
+}
+
+# assert_refused EXPECTED CMD...: exit 1, exactly one line on stderr, starting "strictfs: " and
+# containing EXPECTED; no new view, daemon or loop device remains. stderr stays in $T_DIR/.err.
+assert_refused() {
+	_assert_refused_impl fixed "$@"
+}
+
+# assert_refused_re REGEX CMD...: as assert_refused, the line matching an extended regex.
+assert_refused_re() {
+	_assert_refused_impl regex "$@"
+}
+
+_names() { # fixed|regex EXPECTED LINE
+	if [[ $1 == fixed ]]; then [[ $3 == *"$2"* ]]; else grep -qE -- "$2" <<<"$3"; fi
+}
+
+_assert_refused_impl() {
+	local how=$1 exp=$2
+	shift 2
+	local before after new lines first i good=1
+	before=$(_snap)
+	"$@" >"$T_DIR/.out" 2>"$T_DIR/.err" </dev/null
+	RC=$?
+	cp "$T_DIR/.err" "$T_DIR/.refused_err"
+	lines=$(grep -c '' "$T_DIR/.err")
+	first=$(head -n1 "$T_DIR/.err")
+	if ((RC != 1)); then
+		fail "refused ($exp): $*: exit $RC, expected 1; stderr: $(_short "$T_DIR/.err")"
+		good=0
+	fi
+	if ((lines != 1)); then
+		fail "refused ($exp): $*: $lines lines on stderr, expected 1: $(_short "$T_DIR/.err")"
+		good=0
+	fi
+	if [[ $first != "strictfs: "* ]]; then
+		fail "refused ($exp): $*: stderr does not start with 'strictfs: ': '$first'"
+		good=0
+	fi
+	if ! _names "$how" "$exp" "$first"; then
+		fail "refused: $*: message does not name '$exp': '$first'"
+		good=0
+	fi
+	# A daemon or loop device the command started may take a moment to go.
+	for ((i = 0; i < 30; i++)); do
+		after=$(_snap)
+		new=$(comm -13 <(printf '%s\n' "$before") <(printf '%s\n' "$after"))
+		[[ -z $new ]] && break
+		sleep 0.1
+	done
+	if [[ -n $new ]]; then
+		fail "refused ($exp): $*: left behind: $(printf '%s' "$new" | tr '\n' ';')"
+		good=0
+	fi
+	((good)) && ok "refused ($exp): $* -> $first"
+	# restore for the caller (the snapshot loop ran commands)
+	cp "$T_DIR/.refused_err" "$T_DIR/.err"
+	return $((!good))
+}
+
+# ---------------------------------------------------------------------------------------------
+# Processes
+
+proc_starttime() { # PID -> start time in clock ticks (guards against pid reuse)
+	local s
+	s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	s=${s##*) }
+	# shellcheck disable=SC2086
+	set -- $s
+	echo "${20}"
+}
+
+pid_alive() { # PID
+	local st
+	[[ -n $1 && -r /proc/$1/stat ]] || return 1
+	st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	st=${st##*) }
+	[[ ${st:0:1} != Z ]]
+}
+
+pid_gone() { ! pid_alive "$1"; }
+
+wait_until() { # SECONDS CMD...: poll CMD every 0.1 s
+	local t=$1 i
+	shift
+	for ((i = 0; i < t * 10; i++)); do
+		"$@" && return 0
+		sleep 0.1
+	done
+	"$@"
+}
+
+# wait_daemon_gone PID [SECONDS=5]: true once the process is gone.
+wait_daemon_gone() {
+	wait_until "${2:-5}" pid_gone "$1"
+}
+
+remember_pid() { # PID: a daemon this test caused; cleanup stops it if still there
+	[[ $1 =~ ^[0-9]+$ ]] || return 0
+	echo "$1 $(proc_starttime "$1")" >>"$T_DIR/.pids"
+}
+
+_strictfs_procs() { # pids running the strictfs or mount.strictfs binary
+	local e1 e2 p e
+	e1=$(readlink -f "$STRICTFS" 2>/dev/null)
+	e2=$(readlink -f "$MOUNT_HELPER" 2>/dev/null)
+	for p in /proc/[0-9]*; do
+		e=$(readlink "$p/exe" 2>/dev/null) || continue
+		e=${e% (deleted)}
+		if [[ $e == "$e1" || $e == "$e2" ]]; then echo "${p#/proc/}"; fi
+	done
+}
+
+# ---------------------------------------------------------------------------------------------
+# strictfs status --json queries (jq)
+
+sfs_json() { "$STRICTFS" status --json 2>/dev/null; }
+
+sq() { # JQ-ARGS... FILTER: jq -r over the current status
+	sfs_json | jq -r "$@" 2>/dev/null
+}
+
+view_pid() { # MOUNTPOINT -> pid of the daemon serving it (and remember it)
+	local p
+	p=$(sq --arg m "$1" '.daemons[]? | select(any(.views[]?; .mountpoint == $m)) | .pid' | head -n1)
+	[[ -n $p ]] && remember_pid "$p"
+	echo "$p"
+}
+
+view_json() { # MOUNTPOINT -> the view object
+	sq --arg m "$1" '.daemons[]?.views[]? | select(.mountpoint == $m)'
+}
+
+view_opt() { # MOUNTPOINT KEY -> .options[KEY] (arrays joined by ",")
+	sq --arg m "$1" --arg k "$2" \
+		'.daemons[]?.views[]? | select(.mountpoint == $m) | .options[$k] | if type == "array" then join(",") else tostring end'
+}
+
+view_field() { # MOUNTPOINT JQ-PATH (e.g. .requested)
+	sq --arg m "$1" ".daemons[]?.views[]? | select(.mountpoint == \$m) | $2"
+}
+
+daemon_field() { # MOUNTPOINT JQ-PATH: a field of the daemon serving MOUNTPOINT (e.g. .backing.mode)
+	sq --arg m "$1" ".daemons[]? | select(any(.views[]?; .mountpoint == \$m)) | $2"
+}
+
+daemon_views() { # PID -> the daemon's view mountpoints, sorted, space-separated
+	sq --argjson p "$1" '.daemons[]? | select(.pid == $p) | [.views[]?.mountpoint] | sort | join(" ")'
+}
+
+daemons_for_source() { # SOURCE -> pids of daemons whose source or backing loop is SOURCE
+	sq --arg s "$1" '.daemons[]? | select(.source == $s or (.backing.loop // "") == $s) | .pid'
+}
+
+status_has_view() { [[ -n $(view_json "$1") ]]; }
+status_lacks_view() { [[ -z $(view_json "$1") ]]; }
+
+# ---------------------------------------------------------------------------------------------
+# Mount table
+
+is_mounted() { awk -v m="$1" '$2 == m { f = 1 } END { exit !f }' /proc/self/mounts; }
+not_mounted() { ! is_mounted "$1"; }
+
+mount_line() { # MOUNTPOINT -> "SOURCE MOUNTPOINT FSTYPE" of the top mount there
+	awk -v m="$1" '$2 == m { l = $1 " " $2 " " $3 } END { print l }' /proc/self/mounts
+}
+
+mount_opts() { # MOUNTPOINT -> options field of the top mount there
+	awk -v m="$1" '$2 == m { o = $4 } END { print o }' /proc/self/mounts
+}
+
+has_mount_opt() { # MOUNTPOINT OPTION
+	[[ ,$(mount_opts "$1"), == *",$2,"* ]]
+}
+
+# ---------------------------------------------------------------------------------------------
+# Images, loop devices, views
+
+# mkimg NAME [MKFS-ARGS...]: a fresh 512M ext4 image $T_DIR/NAME.img; path in REPLY.
+mkimg() {
+	local name=$1
+	shift
+	REPLY=$T_DIR/$name.img
+	truncate -s 512M "$REPLY" || die "truncate $REPLY"
+	mkfs.ext4 -q -F -b 4096 "$@" "$REPLY" >/dev/null || die "mkfs.ext4 $REPLY"
+}
+
+# attach_loop IMAGE: a loop device for IMAGE attached by the test; device in REPLY.
+attach_loop() {
+	REPLY=$(losetup -f --show "$1") || die "losetup -f --show $1"
+	echo "$REPLY" >>"$T_DIR/.loops"
+}
+
+# new_source [NAME]: image + loop device attached by the test; sets IMG and LOOP.
+new_source() {
+	mkimg "${1:-img}"
+	IMG=$REPLY
+	attach_loop "$IMG"
+	LOOP=$REPLY
+}
+
+# sfs_mount [strictfs mount args] SOURCE MOUNTPOINT: creates the mountpoint, remembers the daemon.
+sfs_mount() {
+	local mp=${!#} rc
+	mkdir -p "$mp"
+	"$STRICTFS" mount "$@"
+	rc=$?
+	((rc == 0)) && view_pid "$mp" >/dev/null
+	return "$rc"
+}
+
+# mount_view [strictfs mount args] SOURCE MOUNTPOINT: as sfs_mount, dying on failure.
+mount_view() {
+	sfs_mount "$@" || die "strictfs mount $* failed"
+}
+
+# view OPTS SOURCE MOUNTPOINT: mount a view with OPTS (may be empty); die on failure.
+view() {
+	local o=$1
+	shift
+	if [[ -n $o ]]; then mount_view -o "$o" "$@"; else mount_view "$@"; fi
+}
+
+sfs_umount() { "$STRICTFS" umount "$@"; }
+
+# native_ref: a native ext4 mount of a fresh image at $T_DIR/ref, for comparisons; sets REF.
+native_ref() {
+	mkimg ref
+	REF=$T_DIR/ref
+	mkdir -p "$REF"
+	mount -o loop "$T_DIR/ref.img" "$REF" || die "native mount of ref.img"
+}
+
+# device_free DEV: nobody holds DEV exclusively (no mounted superblock, no daemon holding it).
+device_free() {
+	"$PY" -c 'import os,sys; os.close(os.open(sys.argv[1], os.O_RDONLY | os.O_EXCL))' "$1" 2>/dev/null
+}
+
+loops_of() { # IMAGE -> loop devices backed by it
+	losetup -l -n -O NAME -j "$1" 2>/dev/null
+}
+
+no_loop_for() { [[ -z $(loops_of "$1") ]]; }
+
+# ---------------------------------------------------------------------------------------------
+# Users
+
+ensure_users() {
+	getent group "$SFS_GRP" >/dev/null || groupadd "$SFS_GRP" || die "groupadd $SFS_GRP"
+	id "$SFS_ALICE" >/dev/null 2>&1 || useradd -M -N -G "$SFS_GRP" "$SFS_ALICE" || die "useradd $SFS_ALICE"
+	id -nG "$SFS_ALICE" | tr ' ' '\n' | grep -qx "$SFS_GRP" || usermod -aG "$SFS_GRP" "$SFS_ALICE" || die "usermod"
+	id "$SFS_BOB" >/dev/null 2>&1 || useradd -M -N "$SFS_BOB" || die "useradd $SFS_BOB"
+}
+
+# as_user USER CMD...: run CMD with USER's uid, primary gid and supplementary groups (from /).
+as_user() {
+	local u=$1 uid gid
+	shift
+	uid=$(id -u "$u") && gid=$(id -g "$u") || return 125
+	(cd / && HOME=/ setpriv --reuid="$uid" --regid="$gid" --init-groups -- "$@")
+}
+
+# ---------------------------------------------------------------------------------------------
+# Private mount namespaces
+
+# ns_start: a process holding a new private mount namespace; its pid in REPLY.
+ns_start() {
+	unshare -m --propagation private -- sleep 100000 </dev/null >/dev/null 2>&1 &
+	local pid=$!
+	wait_until 5 _ns_differs "$pid" || die "could not create a mount namespace"
+	echo "$pid $(proc_starttime "$pid")" >>"$T_DIR/.nspids"
+	REPLY=$pid
+}
+
+_ns_differs() {
+	local theirs
+	theirs=$(readlink "/proc/$1/ns/mnt" 2>/dev/null) || return 1
+	[[ -n $theirs && $theirs != "$(readlink /proc/self/ns/mnt)" ]]
+}
+
+ns_exec() { # PID CMD...: run an external command in PID's mount namespace
+	local pid=$1
+	shift
+	nsenter -t "$pid" -m -- "$@"
+}
+
+# with_mount_helper FN: run the function FN (of the current test file) in a private mount
+# namespace in which /sbin/mount.strictfs is $MOUNT_HELPER, so mount(8) -t strictfs and fstab
+# lines work there. The machine itself is not changed: /sbin is overlaid inside that namespace.
+with_mount_helper() {
+	[[ -x $MOUNT_HELPER ]] || die "mount helper not found: $MOUNT_HELPER"
+	unshare -m --propagation private -- env T_INNER=1 T_DIR="$T_DIR" T_NAME="$T_NAME" \
+		T_OUTER_NS="$(readlink /proc/self/ns/mnt)" bash "$T_FILE" --helper-ns "$1"
+	local rc=$?
+	((rc == 0)) || fail "$1 (in its mount namespace) exited with status $rc"
+}
+
+_install_mount_helper_in_ns() {
+	local sbin h=$T_DIR/.helperns
+	[[ -n ${T_OUTER_NS:-} && $(readlink /proc/self/ns/mnt) != "$T_OUTER_NS" ]] ||
+		die "refusing to overlay /sbin outside a private mount namespace"
+	sbin=$(readlink -f /sbin)
+	mkdir -p "$h" || die "mkdir $h"
+	mount -t tmpfs -o mode=0755 sfs-helperns "$h" || die "tmpfs for the helper overlay"
+	mkdir "$h/up" "$h/work" || die "mkdir overlay dirs"
+	mount -t overlay sfs-helperns -o "lowerdir=$sbin,upperdir=$h/up,workdir=$h/work" "$sbin" ||
+		die "overlay over $sbin"
+	ln -sf "$MOUNT_HELPER" "$sbin/mount.strictfs" || die "installing mount.strictfs"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Test lifecycle
+
+_check_env() {
+	[[ $(id -u) == 0 ]] || die "integration tests must run as root"
+	local t
+	for t in jq losetup mkfs.ext4 setfacl getfacl setfattr getfattr setpriv unshare nsenter findmnt; do
+		command -v "$t" >/dev/null || die "missing tool: $t"
+	done
+	[[ -x $STRICTFS ]] || die "strictfs binary not found: $STRICTFS"
+}
+
+# t_begin NAME: temp dir (T_DIR), cleanup trap, users. Idempotent; in the namespace process of
+# with_mount_helper it reuses the outer test's T_DIR.
+t_begin() {
+	if [[ ${T_INNER:-0} == 1 ]]; then
+		[[ -d ${T_DIR:-} ]] || {
+			echo "inner test without T_DIR"
+			exit 1
+		}
+	else
+		[[ -n ${T_DIR:-} && -d $T_DIR ]] && return 0
+		T_NAME=$1
+		T_DIR=$(mktemp -d "$SFS_TMPBASE/sfs.XXXXXX") || exit 1
+		chmod 755 "$T_DIR"
+		export T_DIR T_NAME
+	fi
+	trap '_t_exit_trap' EXIT
+	trap 'log "interrupted"; exit 130' INT TERM HUP
+	_check_env
+	ensure_users
+	umask 022
+	cd / || exit 1
+}
+
+_t_exit_trap() {
+	local rc=$?
+	t_cleanup || rc=1
+	exit "$rc"
+}
+
+_count() { # ok|fail
+	[[ -f $T_DIR/.results ]] || {
+		echo 0
+		return
+	}
+	grep -c "^$1\$" "$T_DIR/.results"
+}
+
+t_run() { # FN: run one test function; exit 0 if it passed
+	local fn=$1
+	declare -F "$fn" >/dev/null || {
+		echo "no such test: $fn"
+		exit 2
+	}
+	t_begin "$fn"
+	log "# $fn (temp dir $T_DIR)"
+	"$fn"
+	local nok nfail
+	nok=$(_count ok)
+	nfail=$(_count fail)
+	if ((nok + nfail == 0)); then
+		fail "test made no assertions"
+		nfail=1
+	fi
+	log "# $fn: $nok ok, $nfail failed"
+	((nfail == 0))
+	exit $?
+}
+
+_t_inner() { # FN, inside the private namespace of with_mount_helper
+	t_begin "$1"
+	_install_mount_helper_in_ns
+	"$1"
+	exit 0
+}
+
+t_main() {
+	T_FILE=$(readlink -f "${BASH_SOURCE[1]}")
+	export T_FILE
+	case ${1:-} in
+	--list)
+		declare -F | awk '{ print $3 }' | grep '^test_'
+		exit 0
+		;;
+	--run) t_run "$2" ;;
+	--helper-ns) _t_inner "$2" ;;
+	*)
+		local fns=("$@") fn passed=0 failed=0
+		((${#fns[@]})) || mapfile -t fns < <(declare -F | awk '{ print $3 }' | grep '^test_')
+		for fn in "${fns[@]}"; do
+			bash "$T_FILE" --run "$fn" </dev/null 2>&1 | sed -u "s/^/[$fn] /"
+			if ((PIPESTATUS[0] == 0)); then ((passed++)); else ((failed++)); fi
+		done
+		echo "$passed passed, $failed failed"
+		((failed == 0))
+		exit $?
+		;;
+	esac
+}
+
+# ---------------------------------------------------------------------------------------------
+# Cleanup: only what this test made.
+
+_mounts_under_tdir() {
+	awk -v p="$T_DIR/" -v h="$T_DIR/.helperns" 'index($2, p) == 1 && index($2, h) != 1 { print $2 }' \
+		/proc/self/mounts | sort -ru
+}
+
+_fuse_abort() { # MOUNTPOINT: abort its FUSE connection if fusectl is there
+	local dev
+	dev=$(awk -v m="$1" '$5 == m { d = $3 } END { print d }' /proc/self/mountinfo)
+	[[ $dev == 0:* && -w /sys/fs/fuse/connections/${dev#0:}/abort ]] &&
+		echo 1 >"/sys/fs/fuse/connections/${dev#0:}/abort"
+}
+
+_umount_one() { # MOUNTPOINT: strictfs umount for a view, else umount; lazily if that hangs
+	local type
+	type=$(awk -v m="$1" '$2 == m { t = $3 } END { print t }' /proc/self/mounts)
+	if [[ $type == fuse.strictfs ]]; then
+		timeout 15 "$STRICTFS" umount "$1" >/dev/null 2>&1 && return 0
+		log "cleanup: strictfs umount $1 failed"
+	fi
+	timeout 10 umount "$1" 2>/dev/null && return 0
+	log "cleanup: umount $1 failed; aborting the connection and detaching lazily"
+	_fuse_abort "$1"
+	umount -l "$1" 2>/dev/null
+}
+
+_umount_under_tdir() {
+	local round mp list
+	for round in 1 2 3; do
+		list=$(_mounts_under_tdir)
+		[[ -z $list ]] && return 0
+		for mp in $list; do _umount_one "$mp"; done
+	done
+	[[ -z $(_mounts_under_tdir) ]]
+}
+
+_our_loops() {
+	local img
+	for img in "$T_DIR"/*.img; do loops_of "$img"; done | sort -u
+}
+
+_no_our_loops() { [[ -z $(_our_loops) ]]; }
+
+_our_daemon_pids() {
+	local p st loops
+	{
+		if [[ -f $T_DIR/.pids ]]; then
+			while read -r p st; do
+				[[ -n $p && $(proc_starttime "$p") == "$st" ]] && pid_alive "$p" && echo "$p"
+			done <"$T_DIR/.pids"
+		fi
+		loops=$(_our_loops | jq -R . | jq -s -c .)
+		sfs_json | jq -r --arg d "$T_DIR/" --argjson loops "${loops:-[]}" '
+			.daemons[]? | select(
+				((.source // "") | startswith($d))
+				or ((.source // "") as $s | any($loops[]; . == $s))
+				or ((.backing.loop // "") as $l | any($loops[]; . == $l))
+				or any(.views[]?; (.mountpoint // "") | startswith($d))) | .pid' 2>/dev/null
+		for p in $(_strictfs_procs); do
+			tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF "$T_DIR/" && echo "$p"
+		done
+	} | grep -E '^[0-9]+$' | sort -un | grep -vx -e "$$" -e "$BASHPID"
+}
+
+_stop_pid() {
+	# A daemon whose views are gone exits by itself; give it a moment first.
+	wait_until 2 pid_gone "$1" && return 0
+	log "cleanup: daemon $1 still running after its views were removed; sending SIGTERM"
+	kill -TERM "$1" 2>/dev/null
+	wait_until 5 pid_gone "$1" && return 0
+	kill -KILL "$1" 2>/dev/null
+	wait_until 3 pid_gone "$1"
+}
+
+_stop_ns_holders() {
+	local p st mp
+	[[ -f $T_DIR/.nspids ]] || return 0
+	while read -r p st; do
+		[[ -n $p && $(proc_starttime "$p") == "$st" ]] || continue
+		for mp in $(awk -v d="$T_DIR/" 'index($2, d) == 1 { print $2 }' "/proc/$p/mounts" 2>/dev/null | sort -ru); do
+			timeout 10 nsenter -t "$p" -m -- umount "$mp" 2>/dev/null ||
+				timeout 10 nsenter -t "$p" -m -- umount -l "$mp" 2>/dev/null
+		done
+		kill "$p" 2>/dev/null
+	done <"$T_DIR/.nspids"
+}
+
+t_cleanup() {
+	[[ -n ${T_DIR:-} && -d $T_DIR ]] || return 0
+	[[ ${_T_CLEANED:-0} == 1 ]] && return 0
+	_T_CLEANED=1
+	cd / || true
+	local problems=0 pid dev left
+	_umount_under_tdir
+	_stop_ns_holders
+	for pid in $(_our_daemon_pids); do _stop_pid "$pid"; done
+	_umount_under_tdir
+	for dev in $(_our_loops); do losetup -d "$dev" 2>/dev/null; done
+	wait_until 3 _no_our_loops
+
+	left=$(_mounts_under_tdir)
+	[[ -n $left ]] && { log "cleanup: still mounted: $left"; problems=1; }
+	left=$(_our_daemon_pids)
+	[[ -n $left ]] && { log "cleanup: daemons still running: $left"; problems=1; }
+	left=$(_our_loops)
+	[[ -n $left ]] && { log "cleanup: loop devices still attached: $left"; problems=1; }
+
+	[[ ${T_INNER:-0} == 1 ]] && return "$problems"
+	if [[ -z $(_mounts_under_tdir) ]]; then
+		rm -rf --one-file-system "$T_DIR"
+	else
+		log "cleanup: leaving $T_DIR (still mounted)"
+	fi
+	return "$problems"
+}
+
+# t_cleanup_dir DIR: the runner's safety net for a test process that died without cleaning up.
+t_cleanup_dir() {
+	T_DIR=$1
+	_T_CLEANED=0
+	t_cleanup
+}

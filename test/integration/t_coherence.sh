@@ -1,0 +1,167 @@
+#!/bin/bash
+# Coherence between views (SPEC §4.3): a change made through view A is seen through view B as
+# soon as the call returns. B looks at each object first, so that it has it cached.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+coh_setup() {
+	new_source coh
+	A=$T_DIR/a
+	B=$T_DIR/b
+	view "" "$LOOP" "$A"
+	view "" "$LOOP" "$B"
+}
+
+test_coherence_overwrite_in_place() {
+	coh_setup
+	printf aaaa >"$A/f"
+	assert_eq aaaa "$(cat "$B/f")" "B reads the first content"
+	printf bbbb | dd of="$A/f" conv=notrunc status=none
+	assert_eq bbbb "$(cat "$B/f")" "B sees the overwrite (same size)"
+	printf cc | dd of="$A/f" bs=1 seek=1 conv=notrunc status=none
+	assert_eq bccb "$(cat "$B/f")" "B sees a partial overwrite"
+}
+
+test_coherence_overwrite_seen_by_open_file() {
+	coh_setup
+	printf 'old-data' >"$A/f"
+	local out
+	out=$("$PY" - "$A/f" "$B/f" <<'EOF'
+import os, sys
+a, b = sys.argv[1], sys.argv[2]
+fb = os.open(b, os.O_RDONLY)
+first = os.pread(fb, 100, 0)
+fa = os.open(a, os.O_WRONLY)
+os.pwrite(fa, b'new-data', 0)
+os.close(fa)
+second = os.pread(fb, 100, 0)
+print(first.decode(), second.decode())
+EOF
+)
+	assert_eq "old-data new-data" "$out" "an fd open in B reads A's write"
+}
+
+test_coherence_append_and_truncate() {
+	coh_setup
+	printf '12345' >"$A/f"
+	assert_eq 5 "$(stat -c %s "$B/f")" "B size"
+	printf '6789' >>"$A/f"
+	assert_eq 9 "$(stat -c %s "$B/f")" "B sees the appended size"
+	assert_eq 123456789 "$(cat "$B/f")" "B reads the appended data"
+	truncate -s 2 "$A/f"
+	assert_eq 2 "$(stat -c %s "$B/f")" "B sees the truncated size"
+	assert_eq 12 "$(cat "$B/f")" "B reads the truncated data"
+}
+
+test_coherence_create_after_negative_lookup() {
+	coh_setup
+	assert_fails stat "$B/new"
+	assert_fails stat "$B/newdir"
+	echo n >"$A/new"
+	mkdir "$A/newdir"
+	assert_ok stat "$B/new"
+	assert_eq n "$(cat "$B/new" 2>&1)" "B reads the new file"
+	assert_ok test -d "$B/newdir"
+	assert_contains " $(ls "$B" | tr '\n' ' ')" " new " "B lists the new file"
+}
+
+test_coherence_unlink_and_rmdir() {
+	coh_setup
+	echo x >"$A/f"
+	mkdir "$A/d"
+	assert_eq x "$(cat "$B/f")" "B has the file"
+	assert_ok test -d "$B/d"
+	rm "$A/f"
+	rmdir "$A/d"
+	assert_fails_with "No such file or directory" stat "$B/f"
+	assert_fails_with "No such file or directory" stat "$B/d"
+	assert_eq "" "$(ls "$B" | grep -xE 'f|d')" "B does not list them"
+}
+
+test_coherence_rename() {
+	coh_setup
+	echo one >"$A/x"
+	echo two >"$A/y"
+	assert_eq one "$(cat "$B/x")" "B has x"
+	assert_eq two "$(cat "$B/y")" "B has y"
+	mv "$A/x" "$A/z"
+	assert_fails stat "$B/x"
+	assert_eq one "$(cat "$B/z" 2>&1)" "B sees the new name"
+	mv "$A/z" "$A/y"
+	assert_eq one "$(cat "$B/y" 2>&1)" "B sees the rename over an existing name"
+	assert_fails stat "$B/z"
+	mkdir "$A/d1"
+	echo in >"$A/d1/f"
+	assert_eq in "$(cat "$B/d1/f")" "B has d1/f"
+	mv "$A/d1" "$A/d2"
+	assert_fails stat "$B/d1/f"
+	assert_eq in "$(cat "$B/d2/f" 2>&1)" "B sees the renamed directory"
+}
+
+test_coherence_attributes() {
+	coh_setup
+	echo x >"$A/f"
+	assert_eq "644 root:root" "$(stat -c '%a %U:%G' "$B/f")" "B attributes"
+	chmod 0600 "$A/f"
+	assert_eq 600 "$(stat -c %a "$B/f")" "B sees chmod"
+	chown "$SFS_ALICE:$SFS_GRP" "$A/f"
+	assert_eq "$SFS_ALICE:$SFS_GRP" "$(stat -c %U:%G "$B/f")" "B sees chown"
+	touch -d @1000000000 "$A/f"
+	assert_eq 1000000000 "$(stat -c %Y "$B/f")" "B sees utimes"
+	ln "$A/f" "$A/g"
+	assert_eq 2 "$(stat -c %h "$B/f")" "B sees the link count"
+	assert_eq "$(stat -c %i "$B/f")" "$(stat -c %i "$B/g")" "B sees the hard link"
+}
+
+test_coherence_permission_change_takes_effect() {
+	coh_setup
+	echo x >"$A/f"
+	chmod 0644 "$A/f"
+	assert_eq x "$(as_user "$SFS_ALICE" cat "$B/f" 2>&1)" "alice reads via B"
+	chmod 0600 "$A/f"
+	assert_fails_with "Permission denied" as_user "$SFS_ALICE" cat "$B/f"
+	need setfacl -m "u:$SFS_ALICE:r" "$A/f"
+	assert_eq x "$(as_user "$SFS_ALICE" cat "$B/f" 2>&1)" "ACL set via A grants via B"
+	need setfacl -x "u:$SFS_ALICE" "$A/f"
+	assert_fails_with "Permission denied" as_user "$SFS_ALICE" cat "$B/f"
+}
+
+test_coherence_acl() {
+	coh_setup
+	echo x >"$A/f"
+	assert_not_contains "$(getfacl -c "$B/f" 2>&1)" "user:$SFS_ALICE" "no ACL yet"
+	need setfacl -m "u:$SFS_ALICE:rw" "$A/f"
+	assert_contains "$(getfacl -c "$B/f" 2>&1)" "user:$SFS_ALICE:rw-" "B sees setfacl"
+	need setfacl -m "u:$SFS_ALICE:r" "$A/f"
+	assert_contains "$(getfacl -c "$B/f" 2>&1)" "user:$SFS_ALICE:r--" "B sees the changed entry"
+	need setfacl -b "$A/f"
+	assert_not_contains "$(getfacl -c "$B/f" 2>&1)" "user:$SFS_ALICE" "B sees the ACL removed"
+	mkdir "$A/d"
+	getfacl -c "$B/d" >/dev/null 2>&1
+	need setfacl -d -m "u:$SFS_ALICE:rx" "$A/d"
+	assert_contains "$(getfacl -c "$B/d" 2>&1)" "default:user:$SFS_ALICE:r-x" "B sees the default ACL"
+}
+
+test_coherence_xattr() {
+	coh_setup
+	echo x >"$A/f"
+	assert_fails getfattr -n user.c "$B/f"
+	need setfattr -n user.c -v 1 "$A/f"
+	assert_eq 1 "$(getfattr --only-values -n user.c "$B/f" 2>/dev/null)" "B sees the new xattr"
+	need setfattr -n user.c -v 2 "$A/f"
+	assert_eq 2 "$(getfattr --only-values -n user.c "$B/f" 2>/dev/null)" "B sees the changed value"
+	assert_contains "$(getfattr -d "$B/f" 2>/dev/null)" user.c "B lists it"
+	need setfattr -x user.c "$A/f"
+	assert_fails_with "No such attribute" getfattr -n user.c "$B/f"
+	assert_not_contains "$(getfattr -d "$B/f" 2>&1)" user.c "B no longer lists it"
+}
+
+test_coherence_ctime_and_mtime_after_write() {
+	coh_setup
+	echo x >"$A/f"
+	touch -d @1000000000 "$A/f"
+	assert_eq 1000000000 "$(stat -c %Y "$B/f")" "B mtime"
+	echo y >>"$A/f"
+	assert_ne 1000000000 "$(stat -c %Y "$B/f")" "B sees the mtime of the write"
+}
+
+[[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"

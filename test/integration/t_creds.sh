@@ -1,0 +1,175 @@
+#!/bin/bash
+# Caller credentials (SPEC §4.1): each request acts as the caller, in a noacl view (A) and an acl
+# view (B) alike: ownership, umask, setgid directories, supplementary groups, suid/sgid clearing,
+# and no privilege of the daemon reaching a caller.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+creds_setup() {
+	new_source creds
+	A=$T_DIR/a
+	B=$T_DIR/b
+	view noacl "$LOOP" "$A"
+	view acl "$LOOP" "$B"
+	mkdir -m 1777 "$B/pub" || die "mkdir pub"
+	ALICE_GROUP=$(id -gn "$SFS_ALICE")
+}
+
+test_creds_new_entries_belong_to_caller() {
+	creds_setup
+	local V n
+	for V in "$A" "$B"; do
+		n=${V##*/}
+		assert_ok as_user "$SFS_ALICE" sh -c "touch '$V/pub/f$n' && mkdir '$V/pub/d$n' && ln -s x '$V/pub/l$n' && mkfifo '$V/pub/p$n'"
+		assert_eq "$SFS_ALICE:$ALICE_GROUP" "$(stat -c %U:%G "$V/pub/f$n")" "$n: file owned by the caller"
+		assert_eq "$SFS_ALICE:$ALICE_GROUP" "$(stat -c %U:%G "$V/pub/d$n")" "$n: directory owned by the caller"
+		assert_eq "$SFS_ALICE:$ALICE_GROUP" "$(stat -c %U:%G "$V/pub/l$n")" "$n: symlink owned by the caller"
+		assert_eq "$SFS_ALICE:$ALICE_GROUP" "$(stat -c %U:%G "$V/pub/p$n")" "$n: fifo owned by the caller"
+		assert_ok sh -c "echo root > '$V/pub/r$n'"
+		assert_eq root:root "$(stat -c %U:%G "$V/pub/r$n")" "$n: root's file owned by root"
+	done
+}
+
+test_creds_umask_of_caller() {
+	creds_setup
+	local V n
+	for V in "$A" "$B"; do
+		n=${V##*/}
+		assert_ok as_user "$SFS_ALICE" sh -c "umask 077 && touch '$V/pub/a$n' && mkdir '$V/pub/da$n'"
+		assert_ok as_user "$SFS_ALICE" sh -c "umask 027 && touch '$V/pub/b$n'"
+		assert_eq 600 "$(stat -c %a "$V/pub/a$n")" "$n: umask 077 file"
+		assert_eq 700 "$(stat -c %a "$V/pub/da$n")" "$n: umask 077 dir"
+		assert_eq 640 "$(stat -c %a "$V/pub/b$n")" "$n: umask 027 file"
+	done
+}
+
+test_creds_setgid_directory_gives_group() {
+	creds_setup
+	mkdir "$B/sg"
+	chgrp "$SFS_GRP" "$B/sg"
+	chmod 2777 "$B/sg"
+	local V n
+	for V in "$A" "$B"; do
+		n=${V##*/}
+		assert_ok as_user "$SFS_BOB" sh -c "umask 022 && touch '$V/sg/f$n' && mkdir '$V/sg/d$n'"
+		assert_eq "$SFS_BOB:$SFS_GRP" "$(stat -c %U:%G "$V/sg/f$n")" "$n: file gets the directory's group"
+		assert_eq "$SFS_BOB:$SFS_GRP" "$(stat -c %U:%G "$V/sg/d$n")" "$n: directory gets the directory's group"
+		assert_eq 2755 "$(stat -c %a "$V/sg/d$n")" "$n: subdirectory inherits setgid"
+	done
+}
+
+test_creds_chgrp_uses_supplementary_groups() {
+	creds_setup
+	local V n
+	for V in "$A" "$B"; do
+		n=${V##*/}
+		need as_user "$SFS_ALICE" touch "$V/pub/c$n"
+		assert_ok as_user "$SFS_ALICE" chgrp "$SFS_GRP" "$V/pub/c$n"
+		assert_eq "$SFS_GRP" "$(stat -c %G "$V/pub/c$n")" "$n: chgrp to a supplementary group"
+		assert_fails_with "Operation not permitted" as_user "$SFS_ALICE" chgrp root "$V/pub/c$n"
+		assert_fails_with "Operation not permitted" as_user "$SFS_BOB" chgrp "$SFS_GRP" "$V/pub/c$n"
+		assert_fails_with "Operation not permitted" as_user "$SFS_ALICE" chown "$SFS_BOB" "$V/pub/c$n"
+		assert_eq "$SFS_ALICE:$SFS_GRP" "$(stat -c %U:%G "$V/pub/c$n")" "$n: ownership unchanged after refusals"
+	done
+}
+
+test_creds_group_access_uses_supplementary_groups() {
+	creds_setup
+	local V n
+	echo g >"$B/g"
+	chgrp "$SFS_GRP" "$B/g"
+	chmod 0640 "$B/g"
+	for V in "$A" "$B"; do
+		n=${V##*/}
+		assert_eq g "$(as_user "$SFS_ALICE" cat "$V/g" 2>&1)" "$n: member of the file's group reads"
+		assert_fails_with "Permission denied" as_user "$SFS_BOB" cat "$V/g"
+	done
+}
+
+test_creds_suid_cleared_on_write_by_non_owner() {
+	creds_setup
+	local V n
+	for V in "$A" "$B"; do
+		n=${V##*/}
+		printf 'a\n' >"$V/s$n"
+		chmod 4777 "$V/s$n"
+		printf 'a\n' >"$V/g$n"
+		chmod 2777 "$V/g$n"
+		assert_ok as_user "$SFS_ALICE" sh -c "echo b >> '$V/s$n'"
+		assert_eq 777 "$(stat -c %a "$V/s$n")" "$n: suid cleared by a non-owner's write"
+		assert_eq "a b" "$(tr '\n' ' ' <"$V/s$n" | sed 's/ $//')" "$n: the write landed"
+		assert_ok as_user "$SFS_ALICE" sh -c "echo b >> '$V/g$n'"
+		assert_eq 777 "$(stat -c %a "$V/g$n")" "$n: sgid (group-exec) cleared by a non-owner's write"
+	done
+}
+
+test_creds_suid_cleared_on_truncate_by_non_owner() {
+	creds_setup
+	local V n
+	for V in "$A" "$B"; do
+		n=${V##*/}
+		printf 'abc\n' >"$V/t$n"
+		chmod 4777 "$V/t$n"
+		assert_ok as_user "$SFS_ALICE" truncate -s 0 "$V/t$n"
+		assert_eq 777 "$(stat -c %a "$V/t$n")" "$n: suid cleared by truncate"
+		assert_eq 0 "$(stat -c %s "$V/t$n")" "$n: truncated"
+	done
+}
+
+test_creds_suid_kept_on_write_by_root() {
+	creds_setup
+	printf 'a\n' >"$B/s"
+	chmod 4755 "$B/s"
+	assert_ok sh -c "echo b >> '$B/s'"
+	assert_eq 4755 "$(stat -c %a "$B/s")" "root's write keeps suid (CAP_FSETID), as on ext4"
+}
+
+test_creds_unprivileged_caller_denied() {
+	creds_setup
+	local V n
+	echo s >"$B/secret"
+	chmod 0600 "$B/secret"
+	echo r >"$B/readonly"
+	chmod 0644 "$B/readonly"
+	mkdir -m 0755 "$B/rootdir"
+	echo x >"$B/rootdir/x"
+	for V in "$A" "$B"; do
+		n=${V##*/}
+		assert_fails_with "Permission denied" as_user "$SFS_ALICE" cat "$V/secret"
+		assert_fails_with "Permission denied" as_user "$SFS_ALICE" sh -c "echo y > '$V/readonly'"
+		assert_fails_with "Permission denied" as_user "$SFS_ALICE" rm -f "$V/rootdir/x"
+		assert_fails_with "Permission denied" as_user "$SFS_ALICE" touch "$V/rootdir/new"
+		assert_fails_with "Operation not permitted" as_user "$SFS_ALICE" chmod 0666 "$V/readonly"
+		assert_fails_with "Permission denied" as_user "$SFS_ALICE" touch -d @1 "$V/readonly"
+	done
+	assert_eq r "$(cat "$B/readonly")" "file unchanged"
+	assert_eq 644 "$(stat -c %a "$B/readonly")" "mode unchanged"
+	assert_ok test -e "$B/rootdir/x"
+}
+
+test_creds_sticky_directory() {
+	creds_setup
+	local V n
+	for V in "$A" "$B"; do
+		n=${V##*/}
+		need as_user "$SFS_ALICE" touch "$V/pub/mine$n"
+		assert_fails_with "Operation not permitted" as_user "$SFS_BOB" rm -f "$V/pub/mine$n"
+		assert_fails_with "Operation not permitted" as_user "$SFS_BOB" mv "$V/pub/mine$n" "$V/pub/stolen$n"
+		assert_ok test -e "$V/pub/mine$n"
+		assert_ok as_user "$SFS_ALICE" rm "$V/pub/mine$n"
+	done
+}
+
+test_creds_root_keeps_root_power() {
+	creds_setup
+	local V n
+	for V in "$A" "$B"; do
+		n=${V##*/}
+		need as_user "$SFS_ALICE" sh -c "echo hers > '$V/pub/z$n' && chmod 000 '$V/pub/z$n'"
+		assert_eq hers "$(cat "$V/pub/z$n" 2>&1)" "$n: root reads a 0000 file"
+		assert_ok chown "$SFS_BOB" "$V/pub/z$n"
+		assert_eq "$SFS_BOB" "$(stat -c %U "$V/pub/z$n")" "$n: root chowns"
+		assert_fails_with "Permission denied" as_user "$SFS_ALICE" cat "$V/pub/z$n"
+	done
+}
+
+[[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"

@@ -1,0 +1,219 @@
+#!/bin/bash
+# Control and lifecycle (SPEC §2, §6): status, external umount, last view, SIGTERM (also for a
+# view in another mount namespace), the control socket, and the daemon's detachment.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+two_image_views() {
+	mkimg life
+	IMG=$REPLY
+	A=$T_DIR/a
+	B=$T_DIR/b
+	view noacl "$IMG" "$A"
+	view "" "$IMG" "$B"
+	PID=$(view_pid "$A")
+	[[ -n $PID ]] || die "status does not list $A"
+}
+
+jcheck() { # JQ-ARGS... FILTER MSG: the filter over the status is true
+	local msg=${!#}
+	local args=("${@:1:$#-1}")
+	if sfs_json | jq -e "${args[@]}" >/dev/null 2>&1; then ok "status: $msg"; else fail "status: $msg"; fi
+}
+
+test_status_json_schema() {
+	two_image_views
+	local d='.daemons[] | select(.pid == $p)'
+	jcheck '.version == 1' "version 1"
+	jcheck '.daemons | type == "array"' "daemons is an array"
+	jcheck --argjson p "$PID" "[$d] | length == 1" "daemon listed once"
+	jcheck --argjson p "$PID" --arg s "$IMG" "$d | .source == \$s" "source"
+	jcheck --argjson p "$PID" "$d | .backing.device | test(\"^[0-9]+:[0-9]+\$\")" "backing.device is MAJ:MIN"
+	jcheck --argjson p "$PID" "$d | .backing.mode == \"exclusive\"" "backing.mode"
+	jcheck --argjson p "$PID" --arg l "$(loops_of "$IMG")" "$d | .backing.loop == \$l" "backing.loop"
+	jcheck --argjson p "$PID" "$d | .backing.options | type == \"array\"" "backing.options is an array"
+	jcheck --argjson p "$PID" "$d | .views | length == 2" "two views"
+	jcheck --argjson p "$PID" "$d | .views | all(.requested | type == \"string\")" "views[].requested"
+	jcheck --argjson p "$PID" "$d | .views | all(.options | (.acl | type == \"boolean\") and (.user_xattr | type == \"boolean\") and (.ro | type == \"boolean\"))" \
+		"views[].options acl/user_xattr/ro are booleans"
+	jcheck --argjson p "$PID" "$d | .views | all(.options | (.casefold | type == \"string\") and (.quota | type == \"string\") and (.subdir | type == \"string\") and (.df | type == \"string\"))" \
+		"views[].options casefold/quota/subdir/df are strings"
+	jcheck --argjson p "$PID" "$d | .views | all(.options.mount_flags | type == \"array\")" "views[].options.mount_flags is an array"
+	assert_eq noacl "$(view_field "$A" .requested)" "requested as given"
+}
+
+test_status_human_readable() {
+	two_image_views
+	local out
+	out=$("$STRICTFS" status 2>&1)
+	assert_eq 0 "$?" "strictfs status exits 0"
+	assert_contains "$out" "$IMG" "names the source"
+	assert_contains "$out" "$A" "names view A"
+	assert_contains "$out" "$B" "names view B"
+	assert_contains "$out" "$PID" "shows the pid"
+	assert_contains "$out" exclusive "shows the mode"
+}
+
+test_external_umount_noticed() {
+	two_image_views
+	assert_ok umount "$A"
+	assert_ok wait_until 3 status_lacks_view "$A"
+	assert_eq "$B" "$(daemon_views "$PID")" "status lists only B"
+	assert_ok pid_alive "$PID"
+	assert_ok sh -c "echo x > '$B/f'"
+	assert_eq x "$(cat "$B/f")" "B still works"
+}
+
+test_last_external_umount_ends_daemon() {
+	two_image_views
+	assert_ok umount "$A"
+	assert_ok umount "$B"
+	assert_ok wait_daemon_gone "$PID" 3
+	assert_ok wait_until 3 no_loop_for "$IMG"
+	assert_eq "" "$(sq --argjson p "$PID" '.daemons[]? | select(.pid == $p) | .pid')" "status no longer lists the daemon"
+}
+
+test_strictfs_umount_of_last_view_waits_for_daemon() {
+	two_image_views
+	assert_ok sfs_umount "$A"
+	assert_ok not_mounted "$A"
+	assert_ok pid_alive "$PID"
+	assert_ok wait_until 2 status_lacks_view "$A"
+	assert_ok sfs_umount "$B"
+	assert_ok pid_gone "$PID"
+	assert_ok wait_until 2 no_loop_for "$IMG"
+}
+
+test_sigterm_unmounts_views_and_releases_loop() {
+	two_image_views
+	echo kept >"$B/f"
+	assert_ok kill -TERM "$PID"
+	assert_ok wait_daemon_gone "$PID" 10
+	assert_ok not_mounted "$A"
+	assert_ok not_mounted "$B"
+	assert_ok wait_until 3 no_loop_for "$IMG"
+	view "" "$IMG" "$B"
+	assert_ne "$PID" "$(view_pid "$B")" "a new daemon serves a new view"
+	assert_eq kept "$(cat "$B/f" 2>&1)" "data written before SIGTERM is there"
+}
+
+test_sigterm_unmounts_view_in_other_namespace() {
+	local H N=$T_DIR/nsview
+	mkdir "$N"
+	# The namespace first, so that it holds no copies of the host's views.
+	ns_start
+	H=$REPLY
+	two_image_views
+	assert_ok ns_exec "$H" "$STRICTFS" mount "$IMG" "$N"
+	assert_eq "$IMG $N fuse.strictfs" "$(awk -v m="$N" '$2 == m { print $1, $2, $3 }' "/proc/$H/mounts")" \
+		"view mounted in the other namespace"
+	assert_ok not_mounted "$N"
+	assert_eq "$PID" "$(view_pid "$N")" "served by the same daemon"
+	assert_ok ns_exec "$H" sh -c "echo ns > '$N/f'"
+	assert_eq ns "$(cat "$B/f" 2>&1)" "the namespace's view shares the backing"
+	assert_ok kill -TERM "$PID"
+	assert_ok wait_daemon_gone "$PID" 10
+	assert_ok not_mounted "$A"
+	assert_ok wait_until 3 sh -c "! awk -v m='$N' '\$2 == m { f = 1 } END { exit !f }' /proc/$H/mounts"
+	assert_ok wait_until 3 no_loop_for "$IMG"
+}
+
+test_daemon_detached_in_own_session() {
+	two_image_views
+	local sid
+	sid=$(ps -o sid= -p "$PID" | tr -d ' ')
+	assert_ne "$(ps -o sid= -p $$ | tr -d ' ')" "$sid" "daemon is not in the caller's session"
+	assert_ne "" "$sid" "daemon has a session"
+	assert_eq "?" "$(ps -o tty= -p "$PID" | tr -d ' ')" "daemon has no terminal"
+	assert_ne "$$" "$(awk '{ print $4 }' "/proc/$PID/stat")" "daemon is not a child of the caller"
+}
+
+# daemon_sockets PID: "PATH TYPE" of the unix sockets bound to a path that PID holds
+daemon_sockets() {
+	local inodes
+	inodes=$(for f in /proc/"$1"/fd/*; do readlink "$f"; done 2>/dev/null |
+		sed -n 's/^socket:\[\([0-9]*\)\]$/\1/p' | sort -u | tr '\n' ' ')
+	awk -v list=" $inodes " 'NR > 1 && $8 != "" && index(list, " " $7 " ") { print $8, $5 }' /proc/net/unix | sort -u
+}
+
+_CONNECT_PY='
+import socket, sys
+path, typ = sys.argv[1], int(sys.argv[2], 16)
+t = {1: socket.SOCK_STREAM, 2: socket.SOCK_DGRAM, 5: socket.SOCK_SEQPACKET}[typ]
+s = socket.socket(socket.AF_UNIX, t)
+try:
+    s.connect(path)
+except PermissionError:
+    print("PermissionError"); sys.exit(3)
+except OSError as e:
+    print("OSError", e.errno); sys.exit(4)
+print("connected")
+'
+
+test_control_socket_mode_0600() {
+	two_image_views
+	local socks path typ
+	socks=$(daemon_sockets "$PID")
+	assert_contains "$socks" /run/strictfs/ "the daemon listens under /run/strictfs/"
+	while read -r path typ; do
+		[[ $path == /run/strictfs/* ]] || continue
+		assert_eq "srw------- root" "$(stat -c '%A %U' "$path")" "$path: mode 0600, owned by root"
+	done <<<"$socks"
+}
+
+test_control_socket_refuses_non_root() {
+	two_image_views
+	local socks path typ n=0
+	socks=$(daemon_sockets "$PID")
+	while read -r path typ; do
+		[[ $path == /run/strictfs/* ]] || continue
+		n=$((n + 1))
+		_capture as_user "$SFS_ALICE" "$PY" -c "$_CONNECT_PY" "$path" "$typ"
+		assert_eq "3 PermissionError" "$RC $(cat "$T_DIR/.out")" "$path: alice cannot connect"
+		_capture as_user "$SFS_BOB" "$PY" -c "$_CONNECT_PY" "$path" "$typ"
+		assert_eq "3 PermissionError" "$RC $(cat "$T_DIR/.out")" "$path: bob cannot connect"
+		_capture "$PY" -c "$_CONNECT_PY" "$path" "$typ"
+		assert_eq "0 connected" "$RC $(cat "$T_DIR/.out")" "$path: root can connect (the check is not vacuous)"
+	done <<<"$socks"
+	assert_gt "$n" 0 "found the daemon's control socket"
+	assert_ok pid_alive "$PID"
+}
+
+test_control_socket_survives_garbage() {
+	two_image_views
+	local socks path typ
+	socks=$(daemon_sockets "$PID")
+	while read -r path typ; do
+		[[ $path == /run/strictfs/* ]] || continue
+		"$PY" - "$path" "$typ" <<'EOF'
+import os, socket, sys
+path, typ = sys.argv[1], int(sys.argv[2], 16)
+t = {1: socket.SOCK_STREAM, 2: socket.SOCK_DGRAM, 5: socket.SOCK_SEQPACKET}[typ]
+for payload in [b"", b"\0" * 16, b"{bogus", b"\xff" * 4096, os.urandom(65536), b"x" * (1 << 20)]:
+    s = socket.socket(socket.AF_UNIX, t)
+    s.settimeout(3)
+    try:
+        s.connect(path)
+        try:
+            if t == socket.SOCK_STREAM:
+                s.sendall(payload)
+                s.shutdown(socket.SHUT_WR)
+            else:
+                s.send(payload)
+            s.recv(65536)
+        except OSError:
+            pass
+    except OSError:
+        pass
+    finally:
+        s.close()
+EOF
+	done <<<"$socks"
+	assert_ok pid_alive "$PID"
+	assert_eq "$A $B" "$(daemon_views "$PID")" "daemon still answers status"
+	assert_ok sh -c "echo x > '$B/f'"
+	view "" "$IMG" "$T_DIR/c"
+	assert_eq "$PID" "$(view_pid "$T_DIR/c")" "daemon still adds views"
+	assert_eq x "$(cat "$T_DIR/c/f" 2>&1)" "new view works"
+}
+
+[[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"

@@ -1,0 +1,305 @@
+#!/bin/bash
+# View options (SPEC §5): ro, subdir=, per-mount flags, bsddf/minixdf, superblock-only options,
+# cache=, and the list of options that must be accepted.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# ---- ro -------------------------------------------------------------------------------------
+
+test_ro_view_refuses_every_change() {
+	new_source ro
+	local W=$T_DIR/w R=$T_DIR/r
+	view "" "$LOOP" "$W"
+	view ro "$LOOP" "$R"
+	echo data >"$W/f"
+	mkdir "$W/d"
+	assert_ok has_mount_opt "$R" ro
+	assert_ok has_mount_opt "$W" rw
+	assert_eq true "$(view_opt "$R" ro)" "status: R ro"
+	assert_eq false "$(view_opt "$W" ro)" "status: W rw"
+	local E="Read-only file system"
+	assert_fails_with "$E" touch "$R/new"
+	assert_fails_with "$E" touch "$R/f"
+	assert_fails_with "$E" sh -c "echo x > '$R/f'"
+	assert_fails_with "$E" sh -c "echo x >> '$R/f'"
+	assert_fails_with "$E" truncate -s 0 "$R/f"
+	assert_fails_with "$E" mkdir "$R/nd"
+	assert_fails_with "$E" rmdir "$R/d"
+	assert_fails_with "$E" rm "$R/f"
+	assert_fails_with "$E" mv "$R/f" "$R/g"
+	assert_fails_with "$E" ln -s x "$R/l"
+	assert_fails_with "$E" ln "$R/f" "$R/h"
+	assert_fails_with "$E" chmod 600 "$R/f"
+	assert_fails_with "$E" chown "$SFS_ALICE" "$R/f"
+	assert_fails_with "$E" setfattr -n user.x -v 1 "$R/f"
+	assert_fails_with "$E" setfacl -m "u:$SFS_ALICE:r" "$R/f"
+	assert_fails_with "$E" mkfifo "$R/p"
+	assert_eq data "$(cat "$R/f")" "R reads"
+	assert_eq "644 data" "$(stat -c %a "$W/f") $(cat "$W/f")" "file unchanged"
+	assert_ok sh -c "echo more >> '$W/f'"
+	assert_eq "data more" "$(tr '\n' ' ' <"$R/f" | sed 's/ $//')" "rw view writes, ro view sees it"
+	assert_ok touch "$W/new"
+	assert_ok test -e "$R/new"
+}
+
+# ---- subdir ---------------------------------------------------------------------------------
+
+subdir_setup() {
+	new_source sub
+	F=$T_DIR/full
+	S=$T_DIR/s
+	view "" "$LOOP" "$F"
+	mkdir -p "$F/sub/deeper"
+	echo in >"$F/sub/inner"
+	echo OUTSIDE-SECRET >"$F/outside"
+	ln -s ../outside "$F/sub/esc_rel"
+	ln -s /etc "$F/sub/esc_abs"
+	ln -s ../../.. "$F/sub/esc_up"
+	ln -s ../../outside "$F/sub/deeper/esc2"
+	view subdir=/sub "$LOOP" "$S"
+}
+
+test_subdir_shows_only_subtree() {
+	subdir_setup
+	assert_eq "deeper esc_abs esc_rel esc_up inner" "$(ls -A "$S" | sort | tr '\n' ' ' | sed 's/ $//')" "view root lists sub"
+	assert_eq in "$(cat "$S/inner")" "file in sub"
+	assert_eq / "$(view_opt "$F" subdir)" "status: full view subdir"
+	assert_eq /sub "$(view_opt "$S" subdir)" "status: subdir view"
+	assert_eq "" "$(find "$S" -name outside -o -name lost+found 2>/dev/null)" "nothing from outside sub"
+	assert_eq "" "$(grep -rs OUTSIDE-SECRET "$S")" "no content from outside sub"
+	echo new >"$S/created"
+	assert_eq new "$(cat "$F/sub/created" 2>&1)" "writes land in sub"
+}
+
+test_subdir_dotdot_stays_in_view() {
+	subdir_setup
+	assert_eq "$(stat -c %d:%i "$T_DIR")" "$(stat -c %d:%i "$S/..")" "S/.. is the mountpoint's parent, not the backing"
+	assert_eq "$(stat -c %d:%i "$S")" "$(stat -c %d:%i "$S/deeper/..")" "deeper/.. is the view root"
+	assert_fails stat "$S/../outside"
+	assert_fails stat "$S/deeper/../../outside"
+	assert_eq "$T_DIR" "$(cd "$S/deeper/../.." && pwd -P)" "cd ../.. leaves the view by the mountpoint"
+	assert_eq "" "$("$PY" -c 'import os,sys; print(" ".join(n for n in os.listdir(sys.argv[1]) if n in ("outside","sub")))' "$S/..")" \
+		"listing .. shows the mountpoint's parent"
+}
+
+test_subdir_symlinks_do_not_escape() {
+	subdir_setup
+	assert_eq ../outside "$(readlink "$S/esc_rel")" "readlink shows the target"
+	assert_eq /etc "$(readlink "$S/esc_abs")" "readlink shows the target"
+	assert_eq ../../.. "$(readlink "$S/esc_up")" "readlink shows the target"
+	local out
+	out=$(cat "$S/esc_rel" 2>&1)
+	assert_not_contains "$out" OUTSIDE-SECRET "relative symlink does not reach the backing outside sub"
+	out=$(cat "$S/deeper/esc2" 2>&1)
+	assert_not_contains "$out" OUTSIDE-SECRET "../../ symlink does not reach the backing outside sub"
+	assert_eq "$(stat -L -c %d:%i "$S/../../..")" "$(stat -L -c %d:%i "$S/esc_up")" "../../.. resolves in the caller's namespace"
+	assert_eq "$(stat -c %d:%i /etc)" "$(stat -L -c %d:%i "$S/esc_abs")" "/etc resolves in the caller's namespace"
+}
+
+test_subdir_through_symlink_refused() {
+	subdir_setup
+	ln -s /etc "$F/lnk_abs"
+	ln -s sub "$F/lnk_rel"
+	mkdir "$T_DIR/v1" "$T_DIR/v2"
+	assert_refused subdir "$STRICTFS" mount -o subdir=/lnk_abs "$LOOP" "$T_DIR/v1"
+	assert_refused subdir "$STRICTFS" mount -o subdir=/lnk_rel "$LOOP" "$T_DIR/v2"
+}
+
+test_subdir_dotdot_in_option_no_escape() {
+	subdir_setup
+	local V=$T_DIR/v first
+	mkdir "$V"
+	_capture "$STRICTFS" mount -o subdir=/sub/../.. "$LOOP" "$V"
+	if ((RC == 0)); then
+		view_pid "$V" >/dev/null
+		assert_ok test -e "$V/outside"
+		assert_ok test -d "$V/sub"
+		assert_fails test -e "$V/etc/passwd"
+		assert_fails test -e "$V/$(basename "$T_DIR")"
+	else
+		first=$(head -n1 "$T_DIR/.err")
+		assert_eq 1 "$RC" "refused with exit 1"
+		assert_contains "$first" "strictfs: subdir" "refusal names subdir"
+		assert_ok not_mounted "$V"
+	fi
+}
+
+test_subdir_missing_or_not_a_directory_refused() {
+	subdir_setup
+	mkdir "$T_DIR/v"
+	assert_refused subdir "$STRICTFS" mount -o subdir=/nope "$LOOP" "$T_DIR/v"
+	assert_refused subdir "$STRICTFS" mount -o subdir=/outside "$LOOP" "$T_DIR/v"
+	assert_refused subdir "$STRICTFS" mount -o subdir=/sub/inner "$LOOP" "$T_DIR/v"
+}
+
+# ---- per-mount flags ------------------------------------------------------------------------
+
+test_mount_flags_in_proc_mounts() {
+	new_source flags
+	local V=$T_DIR/v f
+	view nosuid,nodev,noexec,nosymfollow,noatime,nodiratime "$LOOP" "$V"
+	for f in nosuid nodev noexec nosymfollow noatime nodiratime; do
+		assert_ok has_mount_opt "$V" "$f"
+	done
+	local flags
+	flags=",$(view_opt "$V" mount_flags),"
+	for f in nosuid nodev noexec nosymfollow; do
+		assert_contains "$flags" ",$f," "status mount_flags has $f"
+	done
+}
+
+test_mount_flags_explicit_suid_dev_exec() {
+	new_source flags
+	local V=$T_DIR/v f
+	view suid,dev,exec,strictatime "$LOOP" "$V"
+	for f in nosuid nodev noexec noatime relatime nosymfollow; do
+		assert_fails has_mount_opt "$V" "$f"
+	done
+	local W=$T_DIR/w
+	view relatime "$LOOP" "$W"
+	assert_ok has_mount_opt "$W" relatime
+}
+
+test_noexec_prevents_execution() {
+	new_source exec
+	local X=$T_DIR/x N=$T_DIR/n
+	view exec "$LOOP" "$X"
+	view noexec "$LOOP" "$N"
+	printf '#!/bin/sh\necho ran\n' >"$X/s.sh"
+	chmod 755 "$X/s.sh"
+	assert_eq ran "$("$X/s.sh" 2>&1)" "script runs in the exec view"
+	assert_fails_with "Permission denied" "$N/s.sh"
+	assert_eq ran "$(sh "$N/s.sh" 2>&1)" "noexec view still reads the script"
+}
+
+test_nosuid_ignores_suid_bit() {
+	new_source suid
+	local X=$T_DIR/x N=$T_DIR/n
+	view suid "$LOOP" "$X"
+	view nosuid "$LOOP" "$N"
+	need cp /usr/bin/id "$X/id"
+	need chmod 4755 "$X/id"
+	assert_eq 0 "$(as_user "$SFS_ALICE" "$X/id" -u 2>&1)" "suid view: euid 0"
+	assert_eq "$(id -u "$SFS_ALICE")" "$(as_user "$SFS_ALICE" "$N/id" -u 2>&1)" "nosuid view: euid unchanged"
+}
+
+test_nosymfollow_blocks_following() {
+	new_source sym
+	local X=$T_DIR/x Y=$T_DIR/y
+	view "" "$LOOP" "$X"
+	view nosymfollow "$LOOP" "$Y"
+	echo t >"$X/target"
+	ln -s target "$X/link"
+	assert_eq t "$(cat "$X/link" 2>&1)" "symlink followed in the plain view"
+	assert_fails_with "Too many levels of symbolic links" cat "$Y/link"
+	assert_eq target "$(readlink "$Y/link")" "readlink works with nosymfollow"
+}
+
+test_nodev_blocks_device_nodes() {
+	new_source dev
+	local D=$T_DIR/d N=$T_DIR/n
+	view dev "$LOOP" "$D"
+	view nodev "$LOOP" "$N"
+	need mknod "$D/null" c 1 3
+	assert_eq "1,3" "$(stat -c '%Hr,%Lr' "$N/null")" "device node visible in the nodev view"
+	assert_ok sh -c "echo x > '$D/null'"
+	assert_fails_with "Permission denied" sh -c "echo x > '$N/null'"
+}
+
+# ---- statfs ---------------------------------------------------------------------------------
+
+_df_size() { df -B1 --output=size "$1" | tail -n1 | tr -d ' '; }
+
+test_df_bsddf_and_minixdf() {
+	new_source df
+	local V1=$T_DIR/bsd V2=$T_DIR/minix N=$T_DIR/native b m nb nm pid
+	view bsddf "$LOOP" "$V1"
+	view minixdf "$LOOP" "$V2"
+	pid=$(view_pid "$V1")
+	assert_eq bsddf "$(view_opt "$V1" df)" "status: df bsddf"
+	assert_eq minixdf "$(view_opt "$V2" df)" "status: df minixdf"
+	b=$(_df_size "$V1")
+	m=$(_df_size "$V2")
+	assert_gt "$m" "$b" "minixdf total ($m) larger than bsddf total ($b)"
+	need sfs_umount "$V1"
+	wait_until 2 status_lacks_view "$V1"
+	need sfs_umount "$V2"
+	wait_daemon_gone "$pid" 5 || die "daemon did not exit"
+	mkdir "$N"
+	need mount -o bsddf "$LOOP" "$N"
+	nb=$(_df_size "$N")
+	need umount "$N"
+	need mount -o minixdf "$LOOP" "$N"
+	nm=$(_df_size "$N")
+	need umount "$N"
+	assert_eq "$nb" "$b" "bsddf view total equals native ext4 bsddf"
+	assert_eq "$nm" "$m" "minixdf view total equals native ext4 minixdf"
+}
+
+test_df_default_is_bsddf() {
+	new_source df
+	local V=$T_DIR/v W=$T_DIR/w
+	view "" "$LOOP" "$V"
+	view bsddf "$LOOP" "$W"
+	assert_eq bsddf "$(view_opt "$V" df)" "status: default df"
+	assert_eq "$(_df_size "$W")" "$(_df_size "$V")" "default total equals bsddf total"
+}
+
+# ---- superblock-only options and cache= ------------------------------------------------------
+
+test_superblock_option_set_and_repeated() {
+	new_source sb
+	local V=$T_DIR/v W=$T_DIR/w X=$T_DIR/x pid
+	view data=journal,commit=30 "$LOOP" "$V"
+	pid=$(view_pid "$V")
+	local opts
+	opts=",$(daemon_field "$V" '.backing.options | join(",")'),"
+	assert_contains "$opts" ",data=journal," "status: backing has data=journal"
+	assert_contains "$opts" ",commit=30," "status: backing has commit=30"
+	view data=journal "$LOOP" "$W"
+	view "" "$LOOP" "$X"
+	assert_eq "$V $W $X" "$(daemon_views "$pid")" "same value and omitted value both accepted"
+	echo x >"$W/f"
+	assert_eq x "$(cat "$X/f")" "views work"
+}
+
+test_cache_writeback_sole_view() {
+	new_source wb
+	local V=$T_DIR/v W=$T_DIR/w pid
+	view cache=writeback "$LOOP" "$V"
+	pid=$(view_pid "$V")
+	assert_ok sh -c "for i in 1 2 3 4 5; do echo \$i >> '$V/f'; done"
+	assert_eq "1 2 3 4 5" "$(tr '\n' ' ' <"$V/f" | sed 's/ $//')" "writeback view reads its writes"
+	assert_ok sfs_umount "$V"
+	assert_ok pid_gone "$pid"
+	view "" "$LOOP" "$W"
+	assert_eq "1 2 3 4 5" "$(tr '\n' ' ' <"$W/f" | sed 's/ $//')" "data reached the backing"
+}
+
+test_cache_strict_views_coexist() {
+	new_source cs
+	local V=$T_DIR/v W=$T_DIR/w
+	view cache=strict "$LOOP" "$V"
+	view cache=strict "$LOOP" "$W"
+	echo a >"$V/f"
+	assert_eq a "$(cat "$W/f")" "two cache=strict views"
+}
+
+test_accepted_options_mount() {
+	new_source acc
+	local o V=$T_DIR/v pid
+	for o in acl noacl user_xattr nouser_xattr nocasefold noquota ro rw subdir=/ bsddf minixdf \
+		nosuid suid nodev dev noexec exec noatime atime nodiratime relatime strictatime nosymfollow \
+		cache=strict cache=writeback share=exclusive data=journal data=ordered commit=15 \
+		errors=remount-ro nodelalloc noacl,nouser_xattr,ro,nosuid,nodev; do
+		if sfs_mount -o "$o" "$LOOP" "$V" 2>"$T_DIR/.err"; then
+			pid=$(view_pid "$V")
+			if is_mounted "$V" && [[ -n $pid ]]; then ok "accepted: -o $o"; else fail "-o $o: exit 0 but no view"; fi
+			sfs_umount "$V" || fail "strictfs umount after -o $o"
+			[[ -z $pid ]] || wait_daemon_gone "$pid" 5 || fail "daemon did not exit after -o $o"
+		else
+			fail "-o $o refused: $(_short "$T_DIR/.err")"
+		fi
+	done
+}
+
+[[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"

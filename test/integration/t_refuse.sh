@@ -1,0 +1,172 @@
+#!/bin/bash
+# Refusals (SPEC §2, §3.3, §4.3, §5): exit 1, one line "strictfs: OBJECT: reason" naming what is
+# at fault, and nothing left mounted, started or attached; a running daemon is left as it was.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# Options refused on a fresh source: "OPTION|REGEX" where the one stderr line must match REGEX:
+# the option comes first, as SPEC §2 has it ("strictfs: OPTION: reason").
+REFUSED_OPTIONS=(
+	"casefold|^strictfs: casefold: "
+	"casefold=strict|^strictfs: casefold(=strict)?: "
+	"quota|^strictfs: quota: "
+	"usrquota|^strictfs: usrquota: "
+	"grpquota|^strictfs: grpquota: "
+	"size=1G|^strictfs: size(=1G)?: "
+	"inodes=1000|^strictfs: inodes(=1000)?: "
+	"bogus|^strictfs: bogus: "
+	"acl,bogus,user_xattr|^strictfs: bogus: "
+	"noacl,casefold|^strictfs: casefold: "
+	"subdir=|^strictfs: subdir=?: "
+	"commit=abc|^strictfs: commit(=abc)?: "
+	"cache=foo|^strictfs: cache(=foo)?: "
+	"share=sometimes|^strictfs: share(=sometimes)?: "
+	"data=bogus|^strictfs: data(=bogus)?: "
+	"errors=bogus|^strictfs: errors(=bogus)?: "
+	"uid=1000|^strictfs: uid(=1000)?: "
+	"ro=yes|^strictfs: ro(=yes)?: "
+)
+
+_refuse_option() { # OPTION REGEX
+	new_source ref
+	mkdir "$T_DIR/v"
+	assert_refused_re "$2" "$STRICTFS" mount -o "$1" "$LOOP" "$T_DIR/v"
+	assert_ok not_mounted "$T_DIR/v"
+	assert_eq "" "$(daemons_for_source "$LOOP")" "no daemon for $LOOP"
+}
+
+for _spec in "${REFUSED_OPTIONS[@]}"; do
+	_name=$(printf '%s' "${_spec%%|*}" | tr -c 'a-zA-Z0-9' '_')
+	eval "test_refuse_option_${_name}() { _refuse_option '${_spec%%|*}' '${_spec#*|}'; }"
+done
+unset _spec _name
+
+test_refuse_option_on_image_source_leaves_no_loop() {
+	mkimg img
+	IMG=$REPLY
+	mkdir "$T_DIR/v"
+	assert_refused casefold "$STRICTFS" mount -o casefold "$IMG" "$T_DIR/v"
+	assert_ok no_loop_for "$IMG"
+	assert_refused bogus "$STRICTFS" mount -o bogus "$IMG" "$T_DIR/v"
+	assert_ok no_loop_for "$IMG"
+}
+
+test_refuse_option_on_running_daemon_changes_nothing() {
+	new_source ref
+	local V=$T_DIR/v W=$T_DIR/w pid
+	view noacl "$LOOP" "$V"
+	pid=$(view_pid "$V")
+	mkdir "$W"
+	assert_refused casefold "$STRICTFS" mount -o casefold "$LOOP" "$W"
+	assert_refused quota "$STRICTFS" mount -o quota "$LOOP" "$W"
+	assert_refused bogus "$STRICTFS" mount -o bogus "$LOOP" "$W"
+	assert_eq "$V" "$(daemon_views "$pid")" "daemon still has exactly its view"
+	assert_eq false "$(view_opt "$V" acl)" "view options unchanged"
+	assert_ok touch "$V/still-works"
+}
+
+test_refuse_source_missing() {
+	mkdir "$T_DIR/v"
+	assert_refused "$T_DIR/nope.img" "$STRICTFS" mount "$T_DIR/nope.img" "$T_DIR/v"
+}
+
+test_refuse_source_directory() {
+	mkdir "$T_DIR/dir" "$T_DIR/v"
+	assert_refused "$T_DIR/dir" "$STRICTFS" mount "$T_DIR/dir" "$T_DIR/v"
+}
+
+test_refuse_source_not_ext4() {
+	truncate -s 64M "$T_DIR/junk.img"
+	mkdir "$T_DIR/v"
+	assert_refused_re "$T_DIR/junk\\.img|/dev/loop[0-9]+" "$STRICTFS" mount "$T_DIR/junk.img" "$T_DIR/v"
+	assert_ok no_loop_for "$T_DIR/junk.img"
+	mkfs.vfat -C "$T_DIR/vfat.img" 65536 >/dev/null 2>&1 && {
+		assert_refused_re "$T_DIR/vfat\\.img|/dev/loop[0-9]+" "$STRICTFS" mount "$T_DIR/vfat.img" "$T_DIR/v"
+		assert_ok no_loop_for "$T_DIR/vfat.img"
+	}
+}
+
+test_refuse_source_char_device() {
+	mkdir "$T_DIR/v"
+	assert_refused /dev/null "$STRICTFS" mount /dev/null "$T_DIR/v"
+}
+
+test_refuse_mountpoint_missing() {
+	new_source ref
+	assert_refused "$T_DIR/nowhere" "$STRICTFS" mount "$LOOP" "$T_DIR/nowhere"
+	assert_ok test ! -e "$T_DIR/nowhere"
+}
+
+test_refuse_mountpoint_is_a_file() {
+	new_source ref
+	touch "$T_DIR/file"
+	assert_refused "$T_DIR/file" "$STRICTFS" mount "$LOOP" "$T_DIR/file"
+}
+
+test_refuse_superblock_option_mismatch() {
+	new_source sb
+	local V=$T_DIR/v W=$T_DIR/w pid
+	view "" "$LOOP" "$V"
+	pid=$(view_pid "$V")
+	mkdir "$W"
+	assert_refused data=journal "$STRICTFS" mount -o data=journal "$LOOP" "$W"
+	assert_refused nodelalloc "$STRICTFS" mount -o nodelalloc "$LOOP" "$W"
+	assert_refused commit=60 "$STRICTFS" mount -o commit=60 "$LOOP" "$W"
+	assert_eq "$V" "$(daemon_views "$pid")" "daemon unchanged"
+	assert_ok touch "$V/still-works"
+}
+
+test_refuse_superblock_option_other_value() {
+	new_source sb
+	local V=$T_DIR/v W=$T_DIR/w pid
+	view data=journal,commit=30 "$LOOP" "$V"
+	pid=$(view_pid "$V")
+	mkdir "$W"
+	assert_refused data=ordered "$STRICTFS" mount -o data=ordered "$LOOP" "$W"
+	assert_contains "$(cat "$T_DIR/.err")" "journal" "message names the value in force"
+	assert_refused commit=60 "$STRICTFS" mount -o commit=60 "$LOOP" "$W"
+	assert_contains "$(cat "$T_DIR/.err")" "commit=30" "message names the value in force"
+	assert_eq "$V" "$(daemon_views "$pid")" "daemon unchanged"
+}
+
+test_refuse_second_view_while_writeback() {
+	new_source wb
+	local V=$T_DIR/v W=$T_DIR/w pid
+	view cache=writeback "$LOOP" "$V"
+	pid=$(view_pid "$V")
+	mkdir "$W"
+	assert_refused cache=writeback "$STRICTFS" mount "$LOOP" "$W"
+	assert_refused cache=writeback "$STRICTFS" mount -o cache=writeback "$LOOP" "$W"
+	assert_refused cache=writeback "$STRICTFS" mount -o noacl,ro "$LOOP" "$W"
+	assert_eq "$V" "$(daemon_views "$pid")" "daemon unchanged"
+	assert_ok touch "$V/still-works"
+}
+
+test_refuse_writeback_with_other_views() {
+	new_source wb
+	local V=$T_DIR/v W=$T_DIR/w pid
+	view "" "$LOOP" "$V"
+	pid=$(view_pid "$V")
+	mkdir "$W"
+	assert_refused cache=writeback "$STRICTFS" mount -o cache=writeback "$LOOP" "$W"
+	assert_eq "$V" "$(daemon_views "$pid")" "daemon unchanged"
+}
+
+test_usage_errors_exit_2() {
+	assert_exit 2 "$STRICTFS"
+	assert_exit 2 "$STRICTFS" frobnicate
+	assert_exit 2 "$STRICTFS" mount
+	assert_exit 2 "$STRICTFS" mount /dev/null
+	assert_exit 2 "$STRICTFS" mount -o
+	assert_exit 2 "$STRICTFS" umount
+	assert_exit 2 "$STRICTFS" mount --no-such-flag /dev/null /mnt
+	assert_exit 0 "$STRICTFS" --help
+	assert_contains "$(cat "$T_DIR/.out")" mount "--help prints usage to stdout"
+}
+
+test_refuse_umount_of_non_view() {
+	mkdir "$T_DIR/plain"
+	assert_refused "$T_DIR/plain" "$STRICTFS" umount "$T_DIR/plain"
+	assert_refused "$T_DIR/nowhere" "$STRICTFS" umount "$T_DIR/nowhere"
+}
+
+[[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"
