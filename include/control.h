@@ -15,6 +15,8 @@ enum sfs_msg_type {
 	SFS_REQ_ADD_VIEW = 1, /* fields: mountpoint, source, options; fds: /dev/fuse, mnt ns */
 	SFS_REQ_STATUS = 2,   /* no fields; reply carries "json" */
 	SFS_REQ_STOP = 3,     /* unmount every view and exit, as on SIGTERM */
+	SFS_REQ_REMOUNT = 4,  /* fields: mountpoint, options, check ("1": validate only); fd: mnt ns;
+	                         reply: mount_flags (MS_* of the result) */
 	SFS_REPLY = 100,      /* fields: rc (0 or errno), msg (one error line), more per request */
 };
 

@@ -44,6 +44,12 @@ struct sfs_opts {
  * one-line error naming the option in err. */
 int sfs_opts_parse(const char *optstr, struct sfs_opts *o, char *err, size_t errlen);
 
+/* The options of a live view after `remount,optstr`: changes on top of cur. Returns 0, or
+ * -EINVAL naming an unknown option or one that cannot change live (acl, subdir, cache,
+ * share). */
+int sfs_opts_remount(const struct sfs_opts *cur, const char *optstr, struct sfs_opts *o,
+                     char *err, size_t errlen);
+
 /* Superblock-only options as one fsconfig-ready comma list. */
 void sfs_opts_sb_string(const struct sfs_opts *o, char *buf, size_t len);
 

@@ -22,6 +22,10 @@
 #include "status.h"
 #include "util.h"
 
+#ifndef MS_NOSYMFOLLOW
+#define MS_NOSYMFOLLOW 256
+#endif
+
 #define ERRLEN 1024
 
 static void usage(FILE *out)
@@ -136,6 +140,105 @@ static int check_mountpoint(const char *mp, char *real, char *err, size_t errlen
 	return 0;
 }
 
+static void mount_attr_of(unsigned long ms, struct mount_attr *a)
+{
+	static const struct { unsigned long ms; unsigned long long attr; } map[] = {
+		{MS_RDONLY, MOUNT_ATTR_RDONLY}, {MS_NOSUID, MOUNT_ATTR_NOSUID},
+		{MS_NODEV, MOUNT_ATTR_NODEV}, {MS_NOEXEC, MOUNT_ATTR_NOEXEC},
+		{MS_NOSYMFOLLOW, MOUNT_ATTR_NOSYMFOLLOW}, {MS_NODIRATIME, MOUNT_ATTR_NODIRATIME}};
+
+	memset(a, 0, sizeof(*a));
+	for (size_t i = 0; i < ARRAY_SIZE(map); i++) {
+		if (ms & map[i].ms)
+			a->attr_set |= map[i].attr;
+		else
+			a->attr_clr |= map[i].attr;
+	}
+	a->attr_clr |= MOUNT_ATTR__ATIME;
+	a->attr_set |= ms & MS_NOATIME ? MOUNT_ATTR_NOATIME
+	             : ms & MS_STRICTATIME ? MOUNT_ATTR_STRICTATIME : MOUNT_ATTR_RELATIME;
+}
+
+static int remount_call(const char *key, const char *mp, const char *options, bool check,
+                        unsigned long *flags, char *err, size_t errlen)
+{
+	struct sfs_msg req, rep;
+	const char *rc, *msg, *fl;
+	int ns = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC), r;
+
+	sfs_msg_init(&req, SFS_REQ_REMOUNT);
+	sfs_msg_add(&req, "mountpoint", mp);
+	sfs_msg_add(&req, "options", options);
+	sfs_msg_add(&req, "check", check ? "1" : "0");
+	req.fds[0] = ns;
+	req.nfds = ns >= 0;
+	r = sfs_client_call(key, &req, &rep);
+	sfs_msg_free(&req);
+	if (ns >= 0)
+		close(ns);
+	if (r) {
+		sfs_errf(err, errlen, mp, "the daemon did not answer: %s", strerror(-r));
+		return -1;
+	}
+	rc = sfs_msg_get(&rep, "rc");
+	msg = sfs_msg_get(&rep, "msg");
+	fl = sfs_msg_get(&rep, "mount_flags");
+	r = rc && !strcmp(rc, "0") ? 0 : -1;
+	if (r)
+		sfs_strlcpy(err, msg ? msg : "strictfs: remount refused", errlen);
+	else if (fl)
+		*flags = strtoul(fl, NULL, 10);
+	sfs_msg_free(&rep);
+	return r;
+}
+
+/* The view's source as its mount table entry names it. */
+static bool view_source(const char *mp, char *src, size_t len)
+{
+	struct libmnt_table *tb = mnt_new_table_from_file("/proc/self/mountinfo");
+	struct libmnt_fs *fs = tb ? mnt_table_find_target(tb, mp, MNT_ITER_BACKWARD) : NULL;
+	bool yes = fs && mnt_fs_get_fstype(fs) && !strcmp(mnt_fs_get_fstype(fs), "fuse.strictfs") &&
+	           mnt_fs_get_source(fs);
+
+	if (yes)
+		sfs_strlcpy(src, mnt_fs_get_source(fs), len);
+	mnt_unref_table(tb);
+	return yes;
+}
+
+/* remount: the daemon validates the change (and refuses by name what cannot change live),
+ * the kernel's per-mount flags change with mount_setattr, then the daemon applies it. */
+static int cli_remount(const char *mountpoint, const char *options)
+{
+	char err[ERRLEN] = "", mp[PATH_MAX], src[PATH_MAX], key[128], path[PATH_MAX];
+	unsigned long flags = 0;
+	struct mount_attr attr;
+	bool is_file;
+
+	if (!realpath(mountpoint, mp)) {
+		sfs_errf(err, sizeof(err), mountpoint, "%s", strerror(errno));
+		goto fail;
+	}
+	if (!view_source(mp, src, sizeof(src))) {
+		sfs_errf(err, sizeof(err), mp, "not a strictfs view");
+		goto fail;
+	}
+	if (sfs_source_key(src, key, sizeof(key), path, sizeof(path), &is_file, err, sizeof(err)) ||
+	    remount_call(key, mp, options, true, &flags, err, sizeof(err)))
+		goto fail;
+	mount_attr_of(flags, &attr);
+	if (mount_setattr(AT_FDCWD, mp, 0, &attr, sizeof(attr)) < 0) {
+		sfs_errf(err, sizeof(err), mp, "%s", strerror(errno));
+		goto fail;
+	}
+	if (remount_call(key, mp, options, false, &flags, err, sizeof(err)))
+		goto fail;
+	return 0;
+fail:
+	print_err(err);
+	return -1;
+}
+
 int sfs_cli_mount(const char *source, const char *mountpoint, const char *options, bool verbose)
 {
 	char err[ERRLEN] = "", key[128], path[PATH_MAX], mp[PATH_MAX], lockp[PATH_MAX];
@@ -146,12 +249,8 @@ int sfs_cli_mount(const char *source, const char *mountpoint, const char *option
 
 	if (sfs_opts_parse(options, &o, err, sizeof(err)))
 		goto fail;
-	if (o.remount) {
-		sfs_errf(err, sizeof(err), "remount",
-		         "changing a view's options in place is not supported yet; umount and mount "
-		         "it again");
-		goto fail;
-	}
+	if (o.remount)
+		return cli_remount(mountpoint, options);
 	if (sfs_source_key(source, key, sizeof(key), path, sizeof(path), &is_file, err, sizeof(err)))
 		goto fail;
 	if (check_mountpoint(mountpoint, mp, err, sizeof(err)) || ensure_rundir(err, sizeof(err)))
@@ -223,21 +322,13 @@ static int cmd_mount(int argc, char **argv)
 			return usage_error("%s: bad option", "mount");
 		}
 	}
+	if (argc - optind == 1 && strstr(options, "remount"))
+		return sfs_cli_mount(argv[optind], argv[optind], options, verbose) ? SFS_EXIT_FAIL
+		                                                                   : SFS_EXIT_OK;
 	if (argc - optind != 2)
 		return usage_error("%s: needs SOURCE and MOUNTPOINT", "mount");
 	return sfs_cli_mount(argv[optind], argv[optind + 1], options, verbose) ? SFS_EXIT_FAIL
 	                                                                       : SFS_EXIT_OK;
-}
-
-/* The view at mountpoint in this namespace's mount table, or false. */
-static bool is_view(const char *mp)
-{
-	struct libmnt_table *tb = mnt_new_table_from_file("/proc/self/mountinfo");
-	struct libmnt_fs *fs = tb ? mnt_table_find_target(tb, mp, MNT_ITER_BACKWARD) : NULL;
-	bool yes = fs && mnt_fs_get_fstype(fs) && !strcmp(mnt_fs_get_fstype(fs), "fuse.strictfs");
-
-	mnt_unref_table(tb);
-	return yes;
 }
 
 /* The pid of the daemon whose only view is at mp, or 0. */
@@ -261,7 +352,7 @@ static pid_t sole_view_daemon(const char *mp)
 
 static int cmd_umount(int argc, char **argv)
 {
-	char mp[PATH_MAX], err[ERRLEN];
+	char mp[PATH_MAX], src[PATH_MAX], err[ERRLEN];
 	pid_t last;
 
 	if (argc != 2)
@@ -271,7 +362,7 @@ static int cmd_umount(int argc, char **argv)
 		print_err(err);
 		return SFS_EXIT_FAIL;
 	}
-	if (!is_view(mp)) {
+	if (!view_source(mp, src, sizeof(src))) {
 		sfs_errf(err, sizeof(err), mp, "not a strictfs view");
 		print_err(err);
 		return SFS_EXIT_FAIL;

@@ -240,6 +240,55 @@ fail:
 	return rc;
 }
 
+static bool same_namespace(int a, int b)
+{
+	struct stat sa, sb;
+	return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_ino == sb.st_ino &&
+	       sa.st_dev == sb.st_dev;
+}
+
+/* remount: the view's options change in place, or the change is refused by name. */
+static int remount_view(struct sfs_daemon *d, struct sfs_msg *req, unsigned long *flags,
+                        char *err, size_t errlen)
+{
+	const char *mp = sfs_msg_get(req, "mountpoint");
+	const char *optstr = sfs_msg_get(req, "options");
+	const char *check = sfs_msg_get(req, "check");
+	struct sfs_view *v = NULL;
+	struct sfs_opts o;
+	int rc;
+
+	if (!mp || !optstr || req->nfds != 1) {
+		sfs_errf(err, errlen, "control", "malformed remount request");
+		return -EPROTO;
+	}
+	for (size_t s = 0; s < SFS_MAX_VIEWS && !v; s++)
+		if (d->views[s] && !strcmp(d->views[s]->mountpoint, mp) &&
+		    same_namespace(d->views[s]->ns_fd, req->fds[0]))
+			v = d->views[s];
+	if (!v) {
+		sfs_errf(err, errlen, mp, "not a view of %s", d->source);
+		return -ENOENT;
+	}
+	if ((rc = sfs_opts_remount(&v->opts, optstr, &o, err, errlen)) ||
+	    (rc = sfs_opts_sb_compatible(&d->in_force, &o, err, errlen)))
+		return rc;
+	if (o.user_xattr && !d->backing.has_user_xattr) {
+		sfs_errf(err, errlen, "user_xattr", "the backing has no user xattr support");
+		return -EOPNOTSUPP;
+	}
+	if (!o.ro && d->backing.read_only) {
+		sfs_errf(err, errlen, "rw", "the backing is read-only (use ro)");
+		return -EROFS;
+	}
+	*flags = o.mount_flags;
+	if (check && !strcmp(check, "1"))
+		return 0;
+	v->opts = o;
+	syslog(LOG_INFO, "%s: view at %s remounted (-o %s)", d->source, mp, optstr);
+	return 0;
+}
+
 static void drop_view(struct sfs_daemon *d, struct sfs_view *v)
 {
 	pthread_rwlock_wrlock(&d->views_lock);
@@ -262,7 +311,8 @@ static void reap_ended_views(struct sfs_daemon *d)
 	}
 }
 
-static void reply(int conn, int rc, const char *msg, const char *json)
+/* A reply: rc (0 or errno), the one-line error, and one more field if key is set. */
+static void reply_fields(int conn, int rc, const char *msg, const char *key, const char *value)
 {
 	struct sfs_msg m;
 	char num[16];
@@ -272,10 +322,15 @@ static void reply(int conn, int rc, const char *msg, const char *json)
 	sfs_msg_add(&m, "rc", num);
 	if (msg)
 		sfs_msg_add(&m, "msg", msg);
-	if (json)
-		sfs_msg_add(&m, "json", json);
+	if (key && value)
+		sfs_msg_add(&m, key, value);
 	sfs_msg_send(conn, &m);
 	sfs_msg_free(&m);
+}
+
+static void reply(int conn, int rc, const char *msg, const char *json)
+{
+	reply_fields(conn, rc, msg, "json", json);
 }
 
 static void serve_connection(struct sfs_daemon *d, int conn)
@@ -310,6 +365,14 @@ static void serve_connection(struct sfs_daemon *d, int conn)
 		json_object *o = sfs_status_daemon(d);
 		reply(conn, 0, NULL, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
 		json_object_put(o);
+		break;
+	}
+	case SFS_REQ_REMOUNT: {
+		unsigned long flags = 0;
+		char num[32];
+		rc = remount_view(d, &req, &flags, err, sizeof(err));
+		snprintf(num, sizeof(num), "%lu", flags);
+		reply_fields(conn, rc, rc ? err : NULL, "mount_flags", num);
 		break;
 	}
 	case SFS_REQ_STOP:

@@ -10,7 +10,8 @@ int main(int argc, char **argv)
 {
 	char *name = basename(argv[0]);
 
-	if (!strcmp(name, "mount.strictfs"))
+	/* mount(8) runs mount.strictfs for -t strictfs, mount.fuse.strictfs for a remount */
+	if (!strncmp(name, "mount.", 6))
 		return sfs_mount_helper_main(argc, argv);
 	if (argc > 1 && !strcmp(argv[1], "__daemon"))
 		return sfs_daemon_main(argc - 1, argv + 1);

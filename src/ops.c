@@ -314,8 +314,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
 		goto out;
 	if ((valid & FUSE_SET_ATTR_MODE) && (rc = set_mode(&r, &h, attr->st_mode)))
 		goto out;
-	/* chown(f, -1, -1) arrives as a bare ctime update; ext4 then still stamps ctime */
-	if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID | FUSE_SET_ATTR_CTIME)) {
+	/* chown(f, -1, -1) arrives with nothing to set; ext4 still stamps ctime for it */
+	if (!valid || (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID | FUSE_SET_ATTR_CTIME))) {
 		uid_t uid = valid & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1;
 		gid_t gid = valid & FUSE_SET_ATTR_GID ? attr->st_gid : (gid_t)-1;
 		rc = BACKING(&r, fchownat(h.fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));

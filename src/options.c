@@ -182,6 +182,18 @@ static int ignore(struct sfs_opts *o, const struct opt_def *d, const char *v, ch
 	return 0;
 }
 
+static int root_id_only(struct sfs_opts *o, const struct opt_def *d, const char *v, char *err,
+                        size_t errlen)
+{
+	(void)o;
+	if (!strcmp(v, "0"))
+		return 0;
+	char obj[128];
+	snprintf(obj, sizeof(obj), "%s=%s", d->name, v);
+	sfs_errf(err, errlen, obj, "views always belong to root (the kernel checks each caller)");
+	return -EINVAL;
+}
+
 static bool value_ok(const struct opt_def *d, const char *v)
 {
 	static const char *const data[] = {"journal", "ordered", "writeback", NULL};
@@ -280,6 +292,12 @@ static const struct opt_def table[] = {
 	{"grpquota", ARG_NONE, refuse_later, 0, "quota"},
 	{"size", ARG_REQUIRED, refuse_later, 0, "size-limited"},
 	{"inodes", ARG_REQUIRED, refuse_later, 0, "inode-limited"},
+	/* what mount(8) echoes back from a view's own FUSE mount options on remount: every view
+	 * is allow_other,default_permissions and owned by root */
+	{"allow_other", ARG_NONE, ignore, 0, NULL},
+	{"default_permissions", ARG_NONE, ignore, 0, NULL},
+	{"user_id", ARG_REQUIRED, root_id_only, 0, NULL},
+	{"group_id", ARG_REQUIRED, root_id_only, 0, NULL},
 	/* fstab bookkeeping that mount(8) handles and may pass through. */
 	{"defaults", ARG_NONE, ignore, 0, NULL},
 	{"auto", ARG_NONE, ignore, 0, NULL},
@@ -377,20 +395,19 @@ static void finish_flags(struct sfs_opts *o)
 		o->mount_flags |= MS_RDONLY;
 }
 
-int sfs_opts_parse(const char *optstr, struct sfs_opts *o, char *err, size_t errlen)
+/* Applies an option string onto o, whatever o held before. */
+static int apply(struct sfs_opts *o, const char *optstr, char *err, size_t errlen)
 {
+	char copy[SFS_OPTSTR_MAX];
 	char *name, *value;
 	size_t nsz, vsz;
 	char *next;
 
-	set_defaults(o);
-	if (!optstr)
-		optstr = "";
-	if (!sfs_strlcpy(o->requested, optstr, sizeof(o->requested))) {
+	if (!sfs_strlcpy(copy, optstr ? optstr : "", sizeof(copy))) {
 		sfs_errf(err, errlen, "-o", "option string too long");
 		return -EINVAL;
 	}
-	next = o->requested;
+	next = copy;
 	while (mnt_optstr_next_option(&next, &name, &nsz, &value, &vsz) == 0) {
 		char nm[128], val[PATH_MAX];
 		const struct opt_def *d = find_def(name, nsz);
@@ -418,6 +435,59 @@ int sfs_opts_parse(const char *optstr, struct sfs_opts *o, char *err, size_t err
 			return rc;
 	}
 	finish_flags(o);
+	return 0;
+}
+
+int sfs_opts_parse(const char *optstr, struct sfs_opts *o, char *err, size_t errlen)
+{
+	int rc;
+
+	set_defaults(o);
+	rc = apply(o, optstr, err, errlen);
+	if (!rc)
+		sfs_strlcpy(o->requested, optstr ? optstr : "", sizeof(o->requested));
+	return rc;
+}
+
+/* What a live view cannot change: its FUSE connection was negotiated for acl and cache,
+ * and its root and backing are fixed. */
+static int unchangeable(const struct sfs_opts *cur, const struct sfs_opts *o, char *err,
+                        size_t errlen)
+{
+	const char *what = NULL;
+
+	if (o->acl != cur->acl)
+		what = o->acl ? "acl" : "noacl";
+	else if (strcmp(o->subdir, cur->subdir))
+		what = "subdir";
+	else if (o->cache != cur->cache)
+		what = o->cache == SFS_CACHE_WRITEBACK ? "cache=writeback" : "cache=strict";
+	else if (o->share != cur->share)
+		what = o->share == SFS_SHARE_EXISTING ? "share=existing" : "share=exclusive";
+	if (!what)
+		return 0;
+	sfs_errf(err, errlen, what, "cannot change on a live view; umount and mount it again");
+	return -EINVAL;
+}
+
+int sfs_opts_remount(const struct sfs_opts *cur, const char *optstr, struct sfs_opts *o,
+                     char *err, size_t errlen)
+{
+	char requested[SFS_OPTSTR_MAX];
+	int rc;
+
+	*o = *cur;
+	o->n_sb = 0;
+	o->mount_flags &= ~(unsigned long)(MS_RDONLY | MS_NOATIME | MS_STRICTATIME | MS_RELATIME |
+	                                   MS_NODIRATIME);
+	if ((rc = apply(o, optstr, err, errlen)))
+		return rc;
+	o->remount = false;
+	if ((rc = unchangeable(cur, o, err, errlen)))
+		return rc;
+	sfs_strlcpy(requested, cur->requested, sizeof(requested));
+	sfs_list_append(requested, sizeof(requested), optstr);
+	sfs_strlcpy(o->requested, requested, sizeof(o->requested));
 	return 0;
 }
 

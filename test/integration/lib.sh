@@ -448,6 +448,8 @@ _install_mount_helper_in_ns() {
 	mount -t overlay sfs-helperns -o "lowerdir=$sbin,upperdir=$h/up,workdir=$h/work" "$sbin" ||
 		die "overlay over $sbin"
 	ln -sf "$MOUNT_HELPER" "$sbin/mount.strictfs" || die "installing mount.strictfs"
+	# mount(8) looks for mount.fuse.strictfs when it remounts a view (type fuse.strictfs)
+	ln -sf "$MOUNT_HELPER" "$sbin/mount.fuse.strictfs" || die "installing mount.fuse.strictfs"
 }
 
 # ---------------------------------------------------------------------------------------------

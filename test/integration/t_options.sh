@@ -302,4 +302,63 @@ test_accepted_options_mount() {
 	done
 }
 
+# ---- remount (SPEC §2: changes a view's options in place, or refuses by name) ----------------
+
+test_remount_changes_options_in_place() {
+	new_source rem
+	local V=$T_DIR/v O=$T_DIR/o pid
+	view nouser_xattr "$LOOP" "$V"
+	view "" "$LOOP" "$O"
+	pid=$(view_pid "$V")
+	echo data >"$V/f"
+	assert_fails_with "Operation not supported" setfattr -n user.x -v 1 "$V/f"
+	assert_ok "$STRICTFS" mount -o remount,user_xattr,ro,nosuid "$V"
+	assert_ok has_mount_opt "$V" ro
+	assert_ok has_mount_opt "$V" nosuid
+	assert_eq true "$(view_opt "$V" ro)" "status: ro after remount"
+	assert_eq true "$(view_opt "$V" user_xattr)" "status: user_xattr after remount"
+	assert_contains "$(view_opt "$V" mount_flags)" nosuid "status: nosuid after remount"
+	assert_fails_with "Read-only file system" touch "$V/g"
+	assert_fails_with "Read-only file system" setfattr -n user.x -v 1 "$V/f"
+	assert_ok "$STRICTFS" mount -o remount,rw "$V"
+	assert_ok has_mount_opt "$V" rw
+	assert_ok has_mount_opt "$V" nosuid
+	assert_ok setfattr -n user.x -v 1 "$V/f"
+	assert_eq 1 "$(getfattr --only-values -n user.x "$O/f" 2>/dev/null)" "the other view sees it"
+	assert_eq "$pid" "$(view_pid "$V")" "same daemon, same view"
+	assert_eq data "$(cat "$V/f")" "data intact"
+}
+
+test_remount_refuses_what_cannot_change_live() {
+	new_source rem2
+	local V=$T_DIR/v
+	view acl "$LOOP" "$V"
+	touch "$V/f"
+	assert_refused noacl "$STRICTFS" mount -o remount,noacl "$V"
+	assert_refused subdir "$STRICTFS" mount -o remount,subdir=/lost+found "$V"
+	assert_refused cache=writeback "$STRICTFS" mount -o remount,cache=writeback "$V"
+	assert_refused casefold "$STRICTFS" mount -o remount,casefold "$V"
+	assert_refused bogus "$STRICTFS" mount -o remount,bogus "$V"
+	assert_refused data=journal "$STRICTFS" mount -o remount,data=journal "$V"
+	assert_eq true "$(view_opt "$V" acl)" "still an acl view"
+	assert_ok has_mount_opt "$V" rw
+	assert_ok touch "$V/g"
+	local T=$T_DIR/plain
+	mkdir "$T"
+	assert_refused "$T" "$STRICTFS" mount -o remount,ro "$T"
+}
+
+test_remount_via_mount_8() { with_mount_helper _remount_body; }
+_remount_body() {
+	new_source rem3
+	local V=$T_DIR/v
+	view "" "$LOOP" "$V"
+	assert_ok mount -o remount,ro "$V"
+	assert_ok has_mount_opt "$V" ro
+	assert_eq true "$(view_opt "$V" ro)" "status: ro"
+	assert_fails_with "Read-only file system" touch "$V/x"
+	assert_exit 32 mount -o remount,noacl "$V"
+	assert_eq true "$(view_opt "$V" acl)" "still acl"
+}
+
 [[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"
