@@ -150,6 +150,18 @@ static int lookup_at(struct sfs_req *r, int dirfd, const char *name, struct fuse
 	return entry_from_fd(r->view, fd, e);
 }
 
+/* readdirplus looks entries up without the kernel having checked search permission on the
+ * directory, so it never takes the noacl retry: strictly as the caller. */
+static int lookup_for_listing(struct sfs_req *r, int dirfd, const char *name,
+                              struct fuse_entry_param *e)
+{
+	int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	return entry_from_fd(r->view, fd, e);
+}
+
 static void forget_one(struct sfs_view *v, fuse_ino_t ino)
 {
 	struct sfs_node *n = sfs_node_of(v, ino);
@@ -818,7 +830,7 @@ static size_t add_dirent(struct sfs_req *r, struct sfs_dir *d, bool plus, char *
 	if (!plus)
 		return fuse_add_direntry(r->req, p, rem, de->d_name, &e.attr, nextoff);
 	if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
-	    lookup_at(r, dirfd(d->dp), de->d_name, &e) < 0) {
+	    lookup_for_listing(r, dirfd(d->dp), de->d_name, &e) < 0) {
 		memset(&e, 0, sizeof(e));
 		e.attr.st_ino = de->d_ino;
 		e.attr.st_mode = de->d_type << 12;
