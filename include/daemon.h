@@ -36,6 +36,7 @@ struct sfs_daemon {
 	int listen_fd;
 	int event_fd;                    /* wakes the control loop: a view ended, a signal came */
 	int lock_fd;
+	int handle_fd;                   /* the backing root opened O_RDONLY: open_by_handle_at's mount fd */
 	size_t fd_limit;
 	atomic_bool stopping;
 	int mountinfo_fd;                /* POLLPRI when the mount table changes */

@@ -73,6 +73,8 @@ int sfs_client_start_daemon(const char *key, const char *source, bool is_file,
 		dup2(null, 0);
 		dup2(null, 1);
 		dup2(null, 2);
+		if (null > 2)
+			close(null);
 		snprintf(fdarg, sizeof(fdarg), "%d", p[1]);
 		execl("/proc/self/exe", "strictfs", "__daemon", key, source, is_file ? "file" : "device",
 		      options, fdarg, (char *)NULL);

@@ -520,7 +520,14 @@ static int setup(struct sfs_daemon *d, const char *optstr, char *err, size_t err
 		sfs_errf(err, errlen, d->source, "out of memory");
 		return -1;
 	}
-	sfs_fdcache_init(&d->fdc, d->backing.root_fd, d->fd_limit);
+	/* open_by_handle_at wants a descriptor opened for real, not O_PATH, as its mount fd */
+	d->handle_fd = openat(d->backing.root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (d->handle_fd < 0) {
+		sfs_errf(err, errlen, d->backing.device, "cannot open the backing root: %s",
+		         strerror(errno));
+		return -1;
+	}
+	sfs_fdcache_init(&d->fdc, d->handle_fd, d->fd_limit);
 	fd = openat(d->backing.root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) < 0 ||
 	    (rc = sfs_itab_get(&d->itab, &d->fdc, fd, &st, SFS_PIN, &root))) {
@@ -552,6 +559,8 @@ static void teardown(struct sfs_daemon *d)
 	sfs_coh_stop(d);
 	if (d->itab.buckets)
 		sfs_itab_destroy(&d->itab, &d->fdc);
+	if (d->handle_fd >= 0)
+		close(d->handle_fd);
 	sfs_backing_close(&d->backing);
 	syslog(LOG_INFO, "%s: backing released; daemon exits", d->source);
 }
@@ -572,7 +581,7 @@ int sfs_daemon_main(int argc, char **argv)
 	sfs_strlcpy(d->source, argv[2], sizeof(d->source));
 	d->source_is_file = !strcmp(argv[3], "file");
 	ready = atoi(argv[5]);
-	d->listen_fd = d->event_fd = d->lock_fd = d->mountinfo_fd = -1;
+	d->listen_fd = d->event_fd = d->lock_fd = d->mountinfo_fd = d->handle_fd = -1;
 	d->started = time(NULL);
 	pthread_rwlock_init(&d->views_lock, NULL);
 	openlog("strictfs", LOG_PID | LOG_NDELAY, LOG_DAEMON);
