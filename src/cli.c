@@ -14,6 +14,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -289,6 +290,9 @@ fail:
 	if (started)
 		sfs_wait_pid_gone(started, 5000);
 	print_err(err);
+	openlog("strictfs", LOG_PID, LOG_DAEMON);
+	syslog(LOG_WARNING, "%s: view at %s refused: %s", source, mountpoint, err);
+	closelog();
 	return -1;
 }
 

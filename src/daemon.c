@@ -236,8 +236,7 @@ fail:
 	if (v && v->ns_fd >= 0)
 		close(v->ns_fd);
 	free(v);
-	syslog(LOG_WARNING, "%s: view at %s refused: %s", d->source, mp ? mp : "?", err);
-	return rc;
+	return rc; /* the requesting strictfs command logs the refusal */
 }
 
 static bool same_namespace(int a, int b)
@@ -351,6 +350,8 @@ static void serve_connection(struct sfs_daemon *d, int conn)
 		return;
 	}
 	rc = sfs_msg_recv(conn, &req);
+	if (rc == -ECONNRESET)
+		return; /* a command that only checked the daemon is there */
 	if (rc) {
 		syslog(LOG_WARNING, "%s: malformed control request: %s", d->source, strerror(-rc));
 		reply(conn, -rc, "strictfs: control: malformed request", NULL);

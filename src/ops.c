@@ -392,6 +392,22 @@ static int finish_create(struct sfs_req *r, struct held *p, const char *name, mo
 	return rc;
 }
 
+/* The prologue of every call that makes or removes a name in a directory: the view may
+ * modify, the name is one component, the parent is held, the policies allow the name. */
+static int begin_dir_change(fuse_req_t req, struct sfs_req *r, fuse_ino_t parent,
+                            const char *name, bool create, struct held *p)
+{
+	int rc;
+
+	if ((rc = begin(req, r)) || (rc = sfs_policy_modify(r->view)))
+		return rc;
+	if (!valid_name(name))
+		return create ? -EINVAL : -ENOENT;
+	if ((rc = hold(r->view, parent, p)))
+		return rc;
+	return sfs_policy_name(r->view, p->node, name, create);
+}
+
 enum make_kind { MAKE_NODE, MAKE_DIR, MAKE_SYMLINK };
 
 static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name, enum make_kind kind,
@@ -402,12 +418,7 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name, enum
 	struct sfs_req r;
 	int rc;
 
-	if ((rc = begin(req, &r)) || (rc = sfs_policy_modify(r.view)))
-		goto out;
-	rc = -EINVAL;
-	if (!valid_name(name))
-		goto out;
-	if ((rc = hold(r.view, parent, &p)) || (rc = sfs_policy_name(r.view, p.node, name, true)))
+	if ((rc = begin_dir_change(req, &r, parent, name, true, &p)))
 		goto out;
 	switch (kind) {
 	case MAKE_DIR:
@@ -463,12 +474,7 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, in
 	struct sfs_req r;
 	int rc;
 
-	if ((rc = begin(req, &r)) || (rc = sfs_policy_modify(r.view)))
-		goto out;
-	rc = -ENOENT;
-	if (!valid_name(name))
-		goto out;
-	if ((rc = hold(r.view, parent, &p)) || (rc = sfs_policy_name(r.view, p.node, name, false)))
+	if ((rc = begin_dir_change(req, &r, parent, name, false, &p)))
 		goto out;
 	victim = node_at(r.view, p.fd, name);
 	rc = BACKING(&r, unlinkat(p.fd, name, flags));
@@ -657,12 +663,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	int fd = -1, rc;
 	int flags;
 
-	if ((rc = begin(req, &r)) || (rc = sfs_policy_modify(r.view)))
-		goto out;
-	rc = -EINVAL;
-	if (!valid_name(name))
-		goto out;
-	if ((rc = hold(r.view, parent, &p)) || (rc = sfs_policy_name(r.view, p.node, name, true)))
+	if ((rc = begin_dir_change(req, &r, parent, name, true, &p)))
 		goto out;
 	flags = backing_open_flags(r.view, fi->flags) | O_NOFOLLOW;
 	fd = BACKING(&r, openat(p.fd, name, flags | O_CREAT | O_EXCL, mode));

@@ -216,4 +216,57 @@ EOF
 	assert_eq x "$(cat "$T_DIR/c/f" 2>&1)" "new view works"
 }
 
+# ---- syslog (SPEC §6: every view added, refused or removed, and every backing mount) ----------
+# The daemon logs to /dev/log. The test gives it one of its own: in a private mount namespace
+# /dev is replaced by a tmpfs of links to the real entries plus a log socket read by the test,
+# so nothing on the machine changes and no system logger is needed.
+
+_syslog_listener() { # SOCKET OUTFILE
+	"$PY" - "$1" "$2" <<'PYEOF' &
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+with open(sys.argv[2], "a", buffering=1) as out:
+    while True:
+        out.write(s.recv(65536).decode(errors="replace") + "\n")
+PYEOF
+}
+
+test_syslog_lines() { with_mount_helper _syslog_body; }
+_syslog_body() {
+	local real=$T_DIR/realdev fake=$T_DIR/fakedev log=$T_DIR/syslog.txt e lpid A=$T_DIR/a B=$T_DIR/b
+	mkdir -p "$real" "$fake"
+	mount --rbind /dev "$real" || die "rbind /dev"
+	mount -t tmpfs -o mode=0755 sfs-fakedev "$fake" || die "tmpfs for /dev"
+	for e in "$real"/*; do ln -s "$e" "$fake/${e##*/}"; done
+	rm -f "$fake/log"
+	: >"$log"
+	_syslog_listener "$fake/log" "$log"
+	lpid=$!
+	wait_until 3 test -S "$fake/log" || die "log socket"
+	mount --bind "$fake" /dev || die "bind the new /dev"
+	new_source sys
+	view noacl "$LOOP" "$A"
+	view acl "$LOOP" "$B"
+	"$STRICTFS" mount -o bogus "$LOOP" "$B" 2>/dev/null
+	mkdir -p "$T_DIR/c"
+	"$STRICTFS" mount -o data=journal "$LOOP" "$T_DIR/c" 2>/dev/null
+	assert_ok sfs_umount "$A"
+	assert_ok sfs_umount "$B"
+	sleep 0.3
+	kill "$lpid" 2>/dev/null
+	local text
+	text=$(cat "$log")
+	assert_contains "$text" "strictfs[" "lines carry the ident strictfs"
+	assert_contains "$text" "loop${LOOP#/dev/loop} mounted (exclusive" "backing mount logged"
+	assert_contains "$text" "view added at $A (-o noacl)" "view added logged"
+	assert_contains "$text" "view added at $B (-o acl)" "second view logged"
+	assert_contains "$text" "view at $T_DIR/c refused: strictfs: data=journal:" "refusal by the daemon logged"
+	assert_contains "$text" "view at $B refused: strictfs: bogus: unknown option" "refusal by the command logged"
+	assert_contains "$text" "view at $A removed" "removal logged"
+	assert_contains "$text" "backing released; daemon exits" "release logged"
+	assert_not_contains "$text" "malformed" "no spurious protocol complaints"
+	umount /dev && umount "$fake" && umount -R "$real" || fail "undoing the private /dev"
+}
+
 [[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"

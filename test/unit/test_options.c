@@ -99,6 +99,24 @@ int main(void)
 	accepted("grpid", &f);
 	CHECK(sfs_opts_sb_compatible(&f, &o, err, sizeof(err)) == 0, "synonyms agree: %s", err);
 
+	/* remount: changes on top of the live view's options; what cannot change is named */
+	struct sfs_opts cur, nw;
+	accepted("noacl,nouser_xattr,nosuid,subdir=/x", &cur);
+	CHECK(sfs_opts_remount(&cur, "remount,user_xattr,ro", &nw, err, sizeof(err)) == 0,
+	      "remount accepted: %s", err);
+	CHECK(nw.user_xattr && nw.ro && !nw.acl && (nw.mount_flags & MS_NOSUID) &&
+	      (nw.mount_flags & MS_RDONLY) && !strcmp(nw.subdir, "/x"), "remount keeps the rest");
+	CHECK(sfs_opts_remount(&nw, "remount,rw", &cur, err, sizeof(err)) == 0 && !cur.ro &&
+	      !(cur.mount_flags & MS_RDONLY), "remount rw");
+	CHECK(sfs_opts_remount(&cur, "remount,acl", &nw, err, sizeof(err)) != 0 &&
+	      strstr(err, "strictfs: acl: cannot change"), "acl cannot change: %s", err);
+	CHECK(sfs_opts_remount(&cur, "remount,subdir=/y", &nw, err, sizeof(err)) != 0 &&
+	      strstr(err, "strictfs: subdir: cannot change"), "subdir cannot change: %s", err);
+	CHECK(sfs_opts_remount(&cur, "remount,user_id=0,group_id=0,allow_other,default_permissions",
+	                       &nw, err, sizeof(err)) == 0, "fuse echo options: %s", err);
+	CHECK(sfs_opts_remount(&cur, "remount,user_id=1000", &nw, err, sizeof(err)) != 0 &&
+	      strstr(err, "user_id=1000"), "foreign user_id refused: %s", err);
+
 	printf("%s\n", failures ? "FAILED" : "ok");
 	return failures ? 1 : 0;
 }
