@@ -29,8 +29,8 @@ bool sfs_fold_valid_utf8(const char *s, size_t len);
 int sfs_fold(const char *name, size_t len, char *out, size_t outsize, size_t *outlen,
              bool *invalid);
 
-/* True if the two names fold equal (false also when memory runs out for names past
- * SFS_FOLD_NAME_MAX: they are then compared byte for byte). */
+/* True if the two names fold equal. Names past SFS_FOLD_NAME_MAX need memory; without it they
+ * are compared byte for byte. */
 bool sfs_fold_equal(const char *a, size_t alen, const char *b, size_t blen);
 
 /* The Unicode version of the tables in use ("15.0.0" with utf8proc 2.8; the kernel's are 12.1). */
@@ -103,8 +103,10 @@ void sfs_foldidx_stats(const struct sfs_foldidx *idx, struct sfs_foldidx_stats *
  * Locks, outermost first (never take an outer lock while holding an inner one):
  *   1. change locks: striped by (dev, ino); held across a change of a directory's entries and
  *      the sfs_foldcache_note_* call that reports it, so changes and notes of one directory come
- *      in the same order; they may be taken again by the thread that holds them;
- *   2. an index's read/write lock: readers under sfs_folddir_rdlock, the writer in note_*;
+ *      in the same order; they may be taken again by the thread that holds them, but a second
+ *      directory's only through change_lock2; insert takes one too;
+ *   2. an index's read/write lock (writer-preferring): readers under sfs_folddir_rdlock (take
+ *      one at a time, and call no insert meanwhile), the writer in note_*;
  *   3. the cache mutex: the table, the LRU list, pins and the byte count; held briefly and never
  *      while waiting for anything else.
  *
@@ -112,12 +114,14 @@ void sfs_foldidx_stats(const struct sfs_foldidx *idx, struct sfs_foldidx_stats *
  *   - Changing a directory's entries, through any view (the daemon is the only writer, so the
  *     indexes stay exact): change_lock(dir); the syscall; note_add / note_remove / note_rename
  *     on success; forget(dev, ino) of a directory removed or replaced; change_unlock(dir). A
- *     rename between two directories takes change_lock2.
+ *     rename between two directories takes change_lock2. RENAME_EXCHANGE changes no names
+ *     (nothing to note); RENAME_WHITEOUT keeps from (note_add of to only).
  *   - A lookup that misses the exact spelling: sfs_foldcache_lookup; on -ENODATA (not cached),
  *     stamp = sfs_foldcache_stamp(dir), read the directory into a new index, then
  *     sfs_foldcache_insert(..., stamp, ...); -EAGAIN there means the directory changed while
  *     it was read (read it again). Build only an index of a directory whose change lock you
- *     hold, or while holding no change lock.
+ *     hold, or while holding no change lock; do not insert the index of a directory found
+ *     removed (nlink 0 after reading): its inode number may come back.
  *   - readdir: d = sfs_foldcache_get (or insert); idx = sfs_folddir_rdlock(d);
  *     sfs_foldidx_listed per entry; sfs_folddir_unlock(d); sfs_foldcache_put(c, d). */
 struct sfs_foldcache;

@@ -1,0 +1,825 @@
+/* Table-driven tests of casefold views' core: the fold (vectors checked against the kernel's own
+ * fs/unicode tables), the per-directory fold index and the bounded cache of indexes, including a
+ * threaded run that checks the cache never keeps a stale index. */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+#include "fold.h"
+
+static int failures, checks;
+
+#define CHECK(cond, ...)                                        \
+	do {                                                    \
+		checks++;                                       \
+		if (!(cond)) {                                  \
+			printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+			printf(__VA_ARGS__);                    \
+			printf("\n");                           \
+			failures++;                             \
+		}                                               \
+	} while (0)
+
+#define S(s) s, sizeof(s) - 1
+
+static const char *hex(const char *s, size_t len)
+{
+	static char buf[4 * SFS_FOLD_KEY_MAX + 1];
+	size_t i, o = 0;
+
+	for (i = 0; i < len && o + 5 < sizeof(buf); i++)
+		o += (size_t)snprintf(buf + o, sizeof(buf) - o, "\\x%02X", (unsigned char)s[i]);
+	buf[o] = '\0';
+	return buf;
+}
+
+/* ---- The fold ------------------------------------------------------------------------------ */
+
+/* Expected folds, each as fs/unicode (Unicode 12.1, via e2fsprogs' copy of the kernel's tables)
+ * produces it, except where marked. */
+static const struct {
+	const char *in, *out;
+	const char *what;
+} folds[] = {
+	{ "\xC4\xB0", "i\xCC\x87", "Turkish dotted I: i + U+0307, not i" },
+	{ "\xC4\xB1", "\xC4\xB1", "dotless i stays" },
+	{ "\xC3\x9F", "ss", "sharp s" },
+	{ "\xE1\xBA\x9E", "ss", "capital sharp s" },
+	{ "Stra\xC3\x9F" "e", "strasse", "Strasse" },
+	{ "\xE2\x84\xAA", "k", "Kelvin sign" },
+	{ "\xE2\x84\xA6", "\xCF\x89", "Ohm sign" },
+	{ "\xE2\x84\xAB", "a\xCC\x8A", "Angstrom sign" },
+	{ "\xEF\xAC\x81", "fi", "fi ligature" },
+	{ "\xEF\xAC\x93", "\xD5\xB4\xD5\xB6", "Armenian men-now ligature" },
+	{ "\xC3\xA9", "e\xCC\x81", "NFC e-acute" },
+	{ "\xC3\x89", "e\xCC\x81", "NFC E-acute" },
+	{ "\xC7\x84", "\xC7\x86", "DZ caron: compatibility decomposition is not applied" },
+	{ "\xC7\xB0", "j\xCC\x8C", "j caron: full folding" },
+	{ "\xCE\x90", "\xCE\xB9\xCC\x88\xCC\x81", "U+0390: the largest growth, 2 -> 6 bytes" },
+	{ "\xE1\xBE\x80", "\xCE\xB1\xCC\x93\xCE\xB9", "U+1F80: ypogegrammeni folds to iota" },
+	{ "\xE1\xBE\xB7", "\xCE\xB1\xCD\x82\xCE\xB9", "U+1FB7" },
+	{ "\xCD\x85", "\xCE\xB9", "combining ypogegrammeni" },
+	{ "\xCF\x82", "\xCF\x83", "final sigma" },
+	{ "\xEA\xB0\x80", "\xE1\x84\x80\xE1\x85\xA1", "Hangul syllable" },
+	{ "\xE2\x80\x8D", "", "ZWJ alone folds to nothing" },
+	{ "a\xE2\x80\x8D" "b", "ab", "ZWJ" },
+	{ "a\xC2\xAD" "b", "ab", "soft hyphen" },
+	{ "\xEF\xBB\xBF" "x", "x", "BOM / ZWNBSP" },
+	{ "x\xEF\xB8\x8F", "x", "variation selector 16" },
+	{ "a\xE2\x81\xA5" "b", "ab", "reserved default-ignorable U+2065 (utf8proc alone keeps it)" },
+	{ "a\xF3\xA0\xBF\xBF" "b", "ab", "reserved default-ignorable U+E0FFF" },
+	{ "a\xCC\x81\xCC\xA3", "a\xCC\xA3\xCC\x81", "canonical ordering" },
+	{ "a\xCC\x81\xC2\xAD\xCC\xA3", "a\xCC\x81\xCC\xA3",
+	  "an ignorable stops reordering (utf8proc's IGNORE would reorder)" },
+	/* Unicode after 12.1, where utf8proc's tables (15.0) and the kernel's differ; we follow
+	 * utf8proc. The kernel leaves both unchanged. */
+	{ "\xEA\x9F\x87", "\xEA\x9F\x88", "U+A7C7 (Unicode 13) folds; not in the kernel" },
+	{ "\xE1\xA0\x8F", "", "U+180F (Unicode 14, ignorable) is stripped; not by the kernel" },
+	/* Not UTF-8: the bytes themselves. */
+	{ "\xFF", "\xFF", "lone 0xFF" },
+	{ "A\xC3", "A\xC3", "truncated sequence, and no folding of the rest" },
+	{ "\xC0\xAF", "\xC0\xAF", "overlong '/'" },
+	{ "\xED\xA0\x80", "\xED\xA0\x80", "surrogate" },
+};
+
+static const struct {
+	const char *a, *b;
+	bool equal;
+} pairs[] = {
+	{ "\xC3\x9F", "ss", true },                 /* ß ss SS ẞ */
+	{ "\xC3\x9F", "SS", true },
+	{ "\xE1\xBA\x9E", "ss", true },
+	{ "\xE1\xBA\x9E", "\xC3\x9F", true },
+	{ "Stra\xC3\x9F" "e", "STRASSE", true },
+	{ "\xC4\xB0", "i", false },                 /* no Turkish special case */
+	{ "\xC4\xB0", "I", false },
+	{ "\xC4\xB0", "i\xCC\x87", true },
+	{ "\xC4\xB0", "I\xCC\x87", true },
+	{ "\xC4\xB1", "i", false },
+	{ "\xC4\xB1", "I", false },
+	{ "\xE2\x84\xAA", "k", true },              /* Kelvin */
+	{ "\xE2\x84\xAA", "K", true },
+	{ "\xEF\xAC\x81", "fi", true },             /* ﬁ */
+	{ "\xEF\xAC\x81", "FI", true },
+	{ "caf\xC3\xA9", "cafe\xCC\x81", true },    /* NFC = NFD */
+	{ "CAF\xC3\x89", "cafe\xCC\x81", true },
+	{ "caf\xC3\xA9", "cafe", false },
+	{ "\xE2\x84\xAB", "\xC3\xA5", true },       /* Angstrom = å */
+	{ "\xCF\x82", "\xCE\xA3", true },           /* ς = Σ */
+	{ "ab", "a\xE2\x80\x8D" "b", true },        /* ZWJ */
+	{ "ab", "A\xC2\xAD" "B", true },            /* soft hyphen */
+	{ "\xE2\x80\x8B", "\xC2\xAD", true },       /* ignorables only: both fold to "" */
+	{ "a\xCC\x81\xCC\xA3", "a\xCC\xA3\xCC\x81", true },
+	{ "a\xCC\x81\xC2\xAD\xCC\xA3", "a\xCC\xA3\xCC\x81", false },
+	{ "a", "b", false },
+	{ "\xFF", "\xFF", true },                   /* invalid: exact bytes */
+	{ "A\xFF", "a\xFF", false },
+	{ "\xC3", "\xC3", true },
+	{ "\xC0\xAF", "/", false },
+	{ "\xC0\xAF", "\xC0\xAF", true },
+	{ "A\xED\xA0\x80", "a\xED\xA0\x80", false },
+	{ "\xED\xA0\x80", "\xED\xA0\x80", true },
+};
+
+static const struct {
+	const char *s;
+	bool valid;
+} utf8[] = {
+	{ "", true }, { "abc", true }, { "\xC3\xA9", true }, { "\xEF\xBF\xBF", true },
+	{ "\xF4\x8F\xBF\xBF", true }, { "\xEE\x80\x80", true }, { "\xF0\x9F\x98\x80", true },
+	{ "\xFF", false }, { "\xFE", false }, { "\x80", false }, { "\xC3", false },
+	{ "\xE2\x82", false }, { "\xF0\x9F\x98", false }, { "\xC0\xAF", false },
+	{ "\xC1\xBF", false }, { "\xE0\x80\xAF", false }, { "\xF0\x80\x80\xAF", false },
+	{ "\xED\xA0\x80", false }, { "\xED\xBF\xBF", false }, { "\xF4\x90\x80\x80", false },
+	{ "\xF5\x80\x80\x80", false }, { "\xF8\x88\x80\x80\x80", false }, { "a\xC3(", false },
+};
+
+static void test_fold_vectors(void)
+{
+	char out[SFS_FOLD_KEY_MAX];
+	bool invalid;
+	size_t i, n, len;
+	int rc;
+
+	for (i = 0; i < sizeof(folds) / sizeof(folds[0]); i++) {
+		len = strlen(folds[i].in);
+		rc = sfs_fold(folds[i].in, len, out, sizeof(out), &n, &invalid);
+		CHECK(rc == 0, "%s: rc %d", folds[i].what, rc);
+		CHECK(n == strlen(folds[i].out) && !memcmp(out, folds[i].out, n), "%s: got %s",
+		      folds[i].what, hex(out, n));
+		CHECK(invalid == !sfs_fold_valid_utf8(folds[i].in, len), "%s: invalid flag",
+		      folds[i].what);
+	}
+	for (i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++)
+		CHECK(sfs_fold_equal(pairs[i].a, strlen(pairs[i].a), pairs[i].b, strlen(pairs[i].b)) ==
+			      pairs[i].equal,
+		      "%s vs %s: expected %s", pairs[i].a, pairs[i].b,
+		      pairs[i].equal ? "equal" : "different");
+	for (i = 0; i < sizeof(utf8) / sizeof(utf8[0]); i++) {
+		len = strlen(utf8[i].s);
+		CHECK(sfs_fold_valid_utf8(utf8[i].s, len) == utf8[i].valid, "valid(%s)",
+		      hex(utf8[i].s, len));
+		rc = sfs_fold(utf8[i].s, len, out, sizeof(out), &n, &invalid);
+		CHECK(rc == 0 && invalid == !utf8[i].valid, "flag for %s", hex(utf8[i].s, len));
+	}
+	CHECK(sfs_fold(S("Hello, World! 0-9 @[`{~"), out, sizeof(out), &n, &invalid) == 0 &&
+	      n == 23 && !memcmp(out, "hello, world! 0-9 @[`{~", 23) && !invalid, "ASCII");
+	CHECK(sfs_fold(S("ABC"), out, 2, &n, &invalid) == -ENAMETOOLONG, "short out, ASCII");
+	CHECK(sfs_fold(S("\xC3\x9F"), out, 1, &n, &invalid) == -ENAMETOOLONG, "short out");
+	CHECK(sfs_fold(S("\xFF\xFF"), out, 1, &n, &invalid) == -ENAMETOOLONG, "short out, invalid");
+	CHECK(sfs_fold(S(""), out, 0, &n, &invalid) == 0 && n == 0 && !invalid, "empty");
+	CHECK(!strcmp(sfs_fold_unicode_version(), utf8proc_unicode_version()), "version");
+}
+
+/* Names past NAME_MAX take the heap paths. */
+static void test_fold_long(void)
+{
+	char a[2001], b[3001];
+	int i;
+
+	for (i = 0; i < 1000; i++)
+		memcpy(a + 2 * i, "\xC3\x89", 2);     /* É */
+	for (i = 0; i < 1000; i++)
+		memcpy(b + 3 * i, "e\xCC\x81", 3);    /* e + U+0301 */
+	CHECK(sfs_fold_equal(a, 2000, b, 3000), "1000 x E-acute");
+	b[2999] = '\x80';                           /* e + U+0300 */
+	CHECK(!sfs_fold_equal(a, 2000, b, 3000), "last accent differs");
+}
+
+static bool reserved_ignorable(int c)
+{
+	return c == 0x2065 || (c >= 0xFFF0 && c <= 0xFFF8) || c == 0xE0000 ||
+	       (c >= 0xE0002 && c <= 0xE001F) || (c >= 0xE0080 && c <= 0xE00FF) ||
+	       (c >= 0xE01F0 && c <= 0xE0FFF);
+}
+
+/* utf8proc's own DECOMPOSE | CASEFOLD | IGNORE | STABLE; a lone code point cannot tell its
+ * ordering from ours, so only the reserved ignorables (which it keeps) differ. */
+static bool same_as_utf8proc(int c, const char *in, size_t len, const char *out, size_t n)
+{
+	utf8proc_uint8_t *ref = NULL;
+	utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)in, (utf8proc_ssize_t)len, &ref,
+					  UTF8PROC_DECOMPOSE | UTF8PROC_CASEFOLD |
+						  UTF8PROC_IGNORE | UTF8PROC_STABLE);
+	bool same = r >= 0 && (size_t)r == n && !memcmp(ref, out, n);
+
+	free(ref);
+	return same || (reserved_ignorable(c) && n == 0);
+}
+
+/* Every code point: the fold is utf8proc's, idempotent, within SFS_FOLD_MAXLEN, valid UTF-8. */
+static void test_fold_all_code_points(void)
+{
+	char in[4], out[SFS_FOLD_MAXLEN(4)], again[SFS_FOLD_MAXLEN(SFS_FOLD_MAXLEN(4))];
+	size_t n, m, len;
+	int bad = 0, c;
+	bool invalid;
+
+	for (c = 0; c < 0x110000; c++) {
+		if (c >= 0xD800 && c <= 0xDFFF)
+			continue;
+		len = (size_t)utf8proc_encode_char(c, (utf8proc_uint8_t *)in);
+		if (sfs_fold(in, len, out, SFS_FOLD_MAXLEN(len), &n, &invalid) || invalid ||
+		    !sfs_fold_valid_utf8(out, n) || !same_as_utf8proc(c, in, len, out, n) ||
+		    sfs_fold(out, n, again, sizeof(again), &m, &invalid) || m != n ||
+		    memcmp(out, again, n)) {
+			if (bad++ < 5)
+				CHECK(false, "U+%04X: fold differs, not closed or too long", c);
+		}
+	}
+	CHECK(bad == 0, "%d code points misbehave", bad);
+}
+
+/* sfs_fold_valid_utf8 agrees with utf8proc's decoder on every string of up to three bytes. */
+static void test_valid_exhaustive(void)
+{
+	utf8proc_int32_t cp;
+	unsigned char s[3];
+	unsigned long v;
+	int bad = 0;
+	size_t len, at;
+	utf8proc_ssize_t k;
+	bool ref;
+
+	for (len = 1; len <= 3; len++) {
+		for (v = 0; v < 1UL << (8 * len); v++) {
+			for (at = 0; at < len; at++)
+				s[at] = (unsigned char)(v >> (8 * at));
+			ref = true;
+			for (at = 0; ref && at < len; at += (size_t)k) {
+				k = utf8proc_iterate(s + at, (utf8proc_ssize_t)(len - at), &cp);
+				ref = k > 0;
+			}
+			if (ref != sfs_fold_valid_utf8((const char *)s, len) && bad++ < 5)
+				CHECK(false, "%s: utf8proc says %d", hex((char *)s, len), ref);
+		}
+	}
+	CHECK(bad == 0, "%d strings disagree with utf8proc", bad);
+}
+
+/* ---- The index ------------------------------------------------------------------------------ */
+
+static void expect_lookup(const struct sfs_foldidx *idx, const char *ask, const char *rep,
+                          bool exact, int line)
+{
+	struct sfs_foldidx_hit hit;
+	int rc = sfs_foldidx_lookup(idx, ask, strlen(ask), &hit);
+
+	if (!rep) {
+		CHECK(rc == -ENOENT, "line %d: lookup %s: rc %d, want -ENOENT", line, ask, rc);
+		return;
+	}
+	CHECK(rc == 0 && !strcmp(hit.name, rep) && hit.len == strlen(rep) && hit.exact == exact,
+	      "line %d: lookup %s: rc %d got %s exact %d, want %s exact %d", line, ask, rc,
+	      rc ? "-" : hit.name, rc ? -1 : hit.exact, rep, exact);
+}
+
+static void expect_counts(const struct sfs_foldidx *idx, size_t names, size_t classes, int line)
+{
+	struct sfs_foldidx_stats st;
+
+	sfs_foldidx_stats(idx, &st);
+	CHECK(st.names == names && st.classes == classes && st.collisions == names - classes,
+	      "line %d: %zu names %zu classes %zu collisions, want %zu %zu", line, st.names,
+	      st.classes, st.collisions, names, classes);
+}
+
+#define LOOKUP(idx, ask, rep, exact) expect_lookup(idx, ask, rep, exact, __LINE__)
+#define COUNTS(idx, names, classes) expect_counts(idx, names, classes, __LINE__)
+#define LISTED(idx, name, want) \
+	CHECK(sfs_foldidx_listed(idx, name, strlen(name)) == (want), "listed(%s) != %d", name, want)
+#define ADD(idx, name) sfs_foldidx_add(idx, name, strlen(name))
+#define DEL(idx, name) sfs_foldidx_remove(idx, name, strlen(name))
+#define REN(idx, a, b) sfs_foldidx_rename(idx, a, strlen(a), b, strlen(b))
+
+static void test_index_rules(void)
+{
+	struct sfs_foldidx *idx;
+	char longname[SFS_FOLD_NAME_MAX + 2];
+
+	CHECK(sfs_foldidx_new(&idx, 0) == 0, "new");
+	CHECK(ADD(idx, "foo") == 0 && ADD(idx, "FOO") == 0 && ADD(idx, "Foo") == 0, "add class");
+	CHECK(ADD(idx, "foo") == -EEXIST, "exact duplicate");
+	COUNTS(idx, 3, 1);
+	LOOKUP(idx, "foo", "foo", true);             /* the spelling asked for, when it exists */
+	LOOKUP(idx, "Foo", "Foo", true);
+	LOOKUP(idx, "fOO", "FOO", false);            /* else the bytewise-smallest */
+	LISTED(idx, "FOO", true);
+	LISTED(idx, "Foo", false);
+	LISTED(idx, "foo", false);
+	LISTED(idx, "fOO", false);                   /* unknown, larger than FOO */
+
+	CHECK(DEL(idx, "FOO") == 0, "remove the head");
+	LOOKUP(idx, "FOO", "Foo", false);
+	LISTED(idx, "Foo", true);
+	LISTED(idx, "FOO", true);                    /* unknown, would be the smallest */
+	CHECK(DEL(idx, "FOO") == -ENOENT, "remove twice");
+	COUNTS(idx, 2, 1);
+
+	CHECK(REN(idx, "Foo", "bar") == 0, "rename out of the class");
+	LOOKUP(idx, "BAR", "bar", false);
+	LOOKUP(idx, "FOO", "foo", false);
+	COUNTS(idx, 2, 2);
+	CHECK(REN(idx, "foo", "BAR") == 0, "rename into another class");
+	LOOKUP(idx, "foo", NULL, false);
+	LOOKUP(idx, "Bar", "BAR", false);
+	LOOKUP(idx, "bar", "bar", true);
+	LISTED(idx, "BAR", true);
+	LISTED(idx, "bar", false);
+	COUNTS(idx, 2, 1);
+	CHECK(ADD(idx, "x") == 0 && ADD(idx, "y") == 0, "x, y");
+	CHECK(REN(idx, "x", "y") == 0, "rename onto an existing name");
+	LOOKUP(idx, "x", NULL, false);
+	LOOKUP(idx, "Y", "y", false);
+	CHECK(REN(idx, "y", "y") == 0, "rename onto itself");
+	CHECK(REN(idx, "x", "z") == -ENOENT, "rename of an absent name");
+	LOOKUP(idx, "z", NULL, false);
+	COUNTS(idx, 3, 2);
+
+	/* Unicode classes */
+	CHECK(ADD(idx, "Stra\xC3\x9F" "e") == 0 && ADD(idx, "STRASSE") == 0 &&
+	      ADD(idx, "strasse") == 0, "Strasse");
+	LOOKUP(idx, "STRA\xE1\xBA\x9E" "E", "STRASSE", false);
+	LOOKUP(idx, "Stra\xC3\x9F" "e", "Stra\xC3\x9F" "e", true);
+	LISTED(idx, "STRASSE", true);
+	LISTED(idx, "Stra\xC3\x9F" "e", false);
+	CHECK(ADD(idx, "caf\xC3\xA9") == 0 && ADD(idx, "cafe\xCC\x81") == 0, "NFC and NFD");
+	LOOKUP(idx, "CAF\xC3\x89", "cafe\xCC\x81", false);
+	LISTED(idx, "caf\xC3\xA9", false);
+	CHECK(ADD(idx, "\xE2\x80\x8B") == 0 && ADD(idx, "\xC2\xAD") == 0, "ignorables only");
+	LOOKUP(idx, "\xE2\x80\x8D", "\xC2\xAD", false);
+	LISTED(idx, "\xE2\x80\x8B", false);
+	CHECK(ADD(idx, "\xE2\x84\xAA" "elvin") == 0, "Kelvin sign");
+	LOOKUP(idx, "kelvin", "\xE2\x84\xAA" "elvin", false);
+	LOOKUP(idx, "\xC4\xB0" "x", NULL, false);
+	CHECK(ADD(idx, "ix") == 0, "ix");
+	LOOKUP(idx, "\xC4\xB0" "x", NULL, false);    /* İ is not I */
+	LOOKUP(idx, "I\xCC\x87" "X", NULL, false);
+
+	/* Invalid UTF-8: only the exact bytes */
+	CHECK(ADD(idx, "A\xFF") == 0 && ADD(idx, "a\xFF") == 0, "invalid names");
+	LOOKUP(idx, "a\xFF", "a\xFF", true);
+	LOOKUP(idx, "\xFF", NULL, false);
+	LISTED(idx, "A\xFF", true);
+	LISTED(idx, "a\xFF", true);
+	COUNTS(idx, 14, 9);
+
+	/* Refused names */
+	memset(longname, 'a', sizeof(longname));
+	CHECK(sfs_foldidx_add(idx, longname, SFS_FOLD_NAME_MAX + 1) == -ENAMETOOLONG, "256 bytes");
+	CHECK(sfs_foldidx_add(idx, longname, SFS_FOLD_NAME_MAX) == 0, "255 bytes");
+	CHECK(sfs_foldidx_add(idx, "", 0) == -EINVAL, "empty");
+	CHECK(ADD(idx, ".") == -EINVAL && ADD(idx, "..") == -EINVAL, "dot and dot-dot");
+	CHECK(ADD(idx, "a/b") == -EINVAL, "slash");
+	CHECK(sfs_foldidx_add(idx, "a\0b", 3) == -EINVAL, "NUL");
+	CHECK(REN(idx, "STRASSE", "a/b") == -EINVAL, "rename to a refused name");
+	LOOKUP(idx, "strasse", "strasse", true);
+	CHECK(!sfs_foldidx_listed(idx, "..", 2), "listed(..)");
+	COUNTS(idx, 15, 10);
+	sfs_foldidx_free(idx);
+}
+
+static void test_index_from_names(void)
+{
+	const char *names[] = { ".", "..", "a", "A", "a", "b" };
+	const char *bad[] = { "ok", "a/b" };
+	struct sfs_foldidx *idx;
+
+	CHECK(sfs_foldidx_from_names(&idx, names, 6) == 0, "from names");
+	COUNTS(idx, 3, 2);
+	CHECK(sfs_foldidx_lookup(idx, S(".."), &(struct sfs_foldidx_hit){ 0 }) == -EINVAL, "..");
+	sfs_foldidx_free(idx);
+	CHECK(sfs_foldidx_from_names(&idx, bad, 2) == -EINVAL, "from names: a/b");
+	CHECK(sfs_foldidx_from_names(&idx, names, 0) == 0, "from no names");
+	COUNTS(idx, 0, 0);
+	sfs_foldidx_free(idx);
+}
+
+/* 110,000 names in 100,000 classes, then all removed again. */
+static void test_index_growth(void)
+{
+	enum { N = 100000 };
+	struct sfs_foldidx_stats st0, st;
+	struct sfs_foldidx_hit hit;
+	struct sfs_foldidx *idx;
+	char name[32], ask[32];
+	int i, bad = 0;
+
+	CHECK(sfs_foldidx_new(&idx, 0) == 0, "new");
+	sfs_foldidx_stats(idx, &st0);
+	for (i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "file-%06d", i);
+		bad += ADD(idx, name) != 0;
+		if (i % 10 == 0) {
+			snprintf(name, sizeof(name), "FILE-%06d", i);
+			bad += ADD(idx, name) != 0;
+		}
+	}
+	CHECK(bad == 0, "%d adds failed", bad);
+	COUNTS(idx, N + N / 10, N);
+	for (i = 0; i < N; i++) {
+		snprintf(ask, sizeof(ask), "File-%06d", i);
+		snprintf(name, sizeof(name), "%s-%06d", i % 10 ? "file" : "FILE", i);
+		if (sfs_foldidx_lookup(idx, ask, strlen(ask), &hit) || strcmp(hit.name, name) ||
+		    hit.exact || hit.collided != !(i % 10))
+			bad++;
+		if (!sfs_foldidx_listed(idx, name, strlen(name)))
+			bad++;
+		snprintf(name, sizeof(name), "file-%06d", i);
+		if (i % 10 == 0 && sfs_foldidx_listed(idx, name, strlen(name)))
+			bad++;
+	}
+	CHECK(bad == 0, "%d lookups or listings wrong", bad);
+	for (i = 0; i < N; i += 10) {
+		snprintf(name, sizeof(name), "FILE-%06d", i);
+		bad += DEL(idx, name) != 0;
+		snprintf(name, sizeof(name), "file-%06d", i);
+		bad += !sfs_foldidx_listed(idx, name, strlen(name));
+	}
+	CHECK(bad == 0, "%d removals wrong", bad);
+	COUNTS(idx, N, N);
+	sfs_foldidx_stats(idx, &st);
+	CHECK(st.bytes > st0.bytes + (size_t)N * 32, "bytes grow with names: %zu", st.bytes);
+	for (i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "file-%06d", i);
+		bad += DEL(idx, name) != 0;
+	}
+	CHECK(bad == 0, "%d final removals failed", bad);
+	COUNTS(idx, 0, 0);
+	sfs_foldidx_stats(idx, &st);
+	CHECK(st.bytes == st0.bytes, "tables shrink back: %zu vs %zu", st.bytes, st0.bytes);
+	sfs_foldidx_free(idx);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* One class of 4096 case variants: the head follows the bytewise order as heads go. */
+static void test_index_big_class(void)
+{
+	enum { L = 12, K = 1 << L };
+	static char names[K][L + 1];
+	static char *sorted[K];
+	struct sfs_foldidx_hit hit;
+	struct sfs_foldidx *idx;
+	int i, j, bad = 0;
+
+	for (i = 0; i < K; i++) {
+		for (j = 0; j < L; j++)
+			names[i][j] = (char)((i >> j & 1 ? 'A' : 'a') + j);
+		names[i][L] = '\0';
+		sorted[i] = names[i];
+	}
+	qsort(sorted, K, sizeof(*sorted), cmp_str);
+	CHECK(sfs_foldidx_new(&idx, 0) == 0, "new");
+	for (i = 0; i < K; i++)
+		bad += ADD(idx, names[(i * 2654435761u) % K]) != 0; /* a scrambled order */
+	CHECK(bad == 0, "adds");
+	COUNTS(idx, K, 1);
+	for (i = 0; i < K; i++) {
+		if (sfs_foldidx_listed(idx, sorted[i], L) != true)
+			bad++;
+		if (i + 1 < K && sfs_foldidx_listed(idx, sorted[i + 1], L))
+			bad++;
+		bad += DEL(idx, sorted[i]) != 0;
+		if (i + 1 < K && (sfs_foldidx_lookup(idx, "aBcDeFgHiJkL", 12, &hit) ||
+				  (strcmp(hit.name, sorted[i + 1]) && strcmp(hit.name, "aBcDeFgHiJkL"))))
+			bad++;
+	}
+	CHECK(bad == 0, "%d wrong heads", bad);
+	COUNTS(idx, 0, 0);
+	sfs_foldidx_free(idx);
+}
+
+/* ---- The cache ------------------------------------------------------------------------------ */
+
+static struct sfs_foldidx *mk_idx(int n, const char *prefix)
+{
+	struct sfs_foldidx *idx;
+	char name[64];
+	int i;
+
+	if (sfs_foldidx_new(&idx, 0))
+		return NULL;
+	for (i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "%s%d", prefix, i);
+		ADD(idx, name);
+	}
+	return idx;
+}
+
+static struct sfs_folddir *insert(struct sfs_foldcache *c, uint64_t ino, int n)
+{
+	struct sfs_folddir *d = NULL;
+	int rc = sfs_foldcache_insert(c, 7, ino, sfs_foldcache_stamp(c, 7, ino), mk_idx(n, "n"), &d);
+
+	CHECK(rc == 0 && d, "insert %llu: %d", (unsigned long long)ino, rc);
+	return d;
+}
+
+static bool cached(struct sfs_foldcache *c, uint64_t ino)
+{
+	struct sfs_folddir *d = sfs_foldcache_get(c, 7, ino);
+
+	if (d)
+		sfs_foldcache_put(c, d);
+	return d != NULL;
+}
+
+static size_t unit_bytes(void)
+{
+	struct sfs_foldcache_stats st;
+	struct sfs_foldcache *c;
+
+	sfs_foldcache_new(&c, (size_t)-1);
+	sfs_foldcache_put(c, insert(c, 1, 20));
+	sfs_foldcache_stats(c, &st);
+	sfs_foldcache_free(c);
+	return st.bytes;
+}
+
+static void test_cache_budget(void)
+{
+	size_t unit = unit_bytes();
+	struct sfs_foldcache_stats st;
+	struct sfs_foldcache *c;
+	struct sfs_folddir *d, *pinned;
+
+	CHECK(sfs_foldcache_new(&c, unit * 3 + unit / 2) == 0, "new");
+	sfs_foldcache_put(c, insert(c, 1, 20));
+	sfs_foldcache_put(c, insert(c, 2, 20));
+	sfs_foldcache_put(c, insert(c, 3, 20));
+	sfs_foldcache_stats(c, &st);
+	CHECK(st.dirs == 3 && st.bytes == 3 * unit && st.names == 60, "three cached: %zu dirs %zu bytes",
+	      st.dirs, st.bytes);
+	sfs_foldcache_put(c, insert(c, 4, 20));
+	CHECK(!cached(c, 1) && cached(c, 2), "the coldest went first");
+	CHECK(cached(c, 2), "touch 2");
+	sfs_foldcache_put(c, insert(c, 5, 20));
+	CHECK(!cached(c, 3) && cached(c, 2) && cached(c, 4) && cached(c, 5), "LRU order");
+
+	sfs_foldcache_stats(c, &st);
+	CHECK(st.evictions == 2 && st.dirs == 3, "%llu evictions", (unsigned long long)st.evictions);
+	sfs_foldcache_free(c);
+
+	/* A pinned index at the cold end is passed over. */
+	CHECK(sfs_foldcache_new(&c, unit * 3 + unit / 2) == 0, "new");
+	pinned = insert(c, 1, 20);
+	sfs_foldcache_put(c, insert(c, 2, 20));
+	sfs_foldcache_put(c, insert(c, 3, 20));
+	sfs_foldcache_put(c, insert(c, 4, 20));
+	sfs_foldcache_put(c, insert(c, 5, 20));
+	sfs_foldcache_stats(c, &st);
+	CHECK(st.dirs == 3 && st.evictions == 2, "%zu dirs", st.dirs);
+	sfs_foldcache_put(c, pinned);
+	d = sfs_foldcache_get(c, 7, 1);
+	CHECK(d == pinned, "pinned 1 kept");
+	if (d)
+		sfs_foldcache_put(c, d);
+	CHECK(!cached(c, 2) && !cached(c, 3) && cached(c, 4) && cached(c, 5), "others went");
+	sfs_foldcache_stats(c, &st);
+	CHECK(st.bytes <= st.budget, "within budget");
+
+	/* An index larger than the budget is handed out once, then dropped. */
+	d = insert(c, 9, 2000);
+	CHECK(d && sfs_foldidx_listed(sfs_folddir_rdlock(d), "n1999", 5), "huge index usable");
+	sfs_folddir_unlock(d);
+	sfs_foldcache_stats(c, &st);
+	CHECK(st.bytes > st.budget && st.dirs == 1, "only the huge one left while pinned");
+	sfs_foldcache_put(c, d);
+	sfs_foldcache_stats(c, &st);
+	CHECK(st.dirs == 0 && st.bytes == 0 && st.names == 0, "dropped at put: %zu dirs", st.dirs);
+	sfs_foldcache_free(c);
+}
+
+static void test_cache_protocol(void)
+{
+	struct sfs_foldcache_stats st;
+	struct sfs_foldidx_hit hit;
+	struct sfs_foldcache *c;
+	struct sfs_folddir *d, *d2;
+	struct sfs_foldidx_stats is;
+	uint64_t stamp;
+
+	CHECK(sfs_foldcache_new(&c, 1 << 20) == 0, "new");
+	CHECK(sfs_foldcache_lookup(c, 7, 1, S("x"), &hit) == -ENODATA, "not cached");
+
+	/* a change between stamp and insert refuses the index */
+	stamp = sfs_foldcache_stamp(c, 7, 1);
+	sfs_foldcache_change_lock(c, 7, 1);
+	sfs_foldcache_change_unlock(c, 7, 1);
+	CHECK(sfs_foldcache_insert(c, 7, 1, stamp, mk_idx(3, "n"), &d) == -EAGAIN, "stale stamp");
+	stamp = sfs_foldcache_stamp(c, 7, 1);
+	sfs_foldcache_forget(c, 7, 1);
+	CHECK(sfs_foldcache_insert(c, 7, 1, stamp, mk_idx(3, "n"), &d) == -EAGAIN, "forgotten");
+
+	/* a builder holding the change lock may insert (the lock is re-entrant) */
+	sfs_foldcache_change_lock(c, 7, 1);
+	stamp = sfs_foldcache_stamp(c, 7, 1);
+	CHECK(sfs_foldcache_insert(c, 7, 1, stamp, mk_idx(3, "n"), &d) == 0, "insert under lock");
+	sfs_foldcache_change_unlock(c, 7, 1);
+	sfs_foldcache_put(c, d);
+
+	/* the first insert wins */
+	CHECK(sfs_foldcache_insert(c, 7, 1, sfs_foldcache_stamp(c, 7, 1), mk_idx(50, "z"), &d2) == 0 &&
+	      d2 == d, "second insert returns the first");
+	sfs_foldidx_stats(sfs_folddir_rdlock(d2), &is);
+	sfs_folddir_unlock(d2);
+	CHECK(is.names == 3, "the first index kept: %zu names", is.names);
+	sfs_foldcache_put(c, d2);
+
+	/* notes */
+	sfs_foldcache_change_lock(c, 7, 1);
+	CHECK(sfs_foldcache_note_add(c, 7, 1, S("Foo")) == 0, "note add");
+	CHECK(sfs_foldcache_note_add(c, 7, 1, S("Foo")) == 0, "note add twice");
+	CHECK(sfs_foldcache_note_add(c, 7, 1, S("FOO")) == 0, "note a collision");
+	sfs_foldcache_change_unlock(c, 7, 1);
+	CHECK(sfs_foldcache_lookup(c, 7, 1, S("foo"), &hit) == 0 && !strcmp(hit.name, "FOO") &&
+	      hit.collided, "lookup after notes: %s", hit.name);
+	sfs_foldcache_stats(c, &st);
+	CHECK(st.names == 5 && st.collisions == 1, "counted: %zu names %zu collisions", st.names,
+	      st.collisions);
+	CHECK(sfs_foldcache_note_remove(c, 7, 1, S("FOO")) == 0 &&
+	      sfs_foldcache_note_remove(c, 7, 1, S("FOO")) == 0, "note remove twice");
+	CHECK(sfs_foldcache_lookup(c, 7, 1, S("foo"), &hit) == 0 && !strcmp(hit.name, "Foo"),
+	      "head follows");
+	CHECK(sfs_foldcache_note_rename(c, 7, 1, S("Foo"), 7, 1, S("bar")) == 0, "rename");
+	CHECK(sfs_foldcache_lookup(c, 7, 1, S("FOO"), &hit) == -ENOENT &&
+	      sfs_foldcache_lookup(c, 7, 1, S("BAR"), &hit) == 0 && !strcmp(hit.name, "bar"),
+	      "renamed");
+	CHECK(sfs_foldcache_note_rename(c, 7, 1, S("ghost"), 7, 1, S("baz")) == 0 &&
+	      sfs_foldcache_lookup(c, 7, 1, S("BAZ"), &hit) == 0, "rename of an unseen name adds");
+	CHECK(sfs_foldcache_note_add(c, 7, 1, S("a/b")) == -EINVAL, "bad name");
+	CHECK(sfs_foldcache_note_add(c, 7, 99, S("x")) == 0, "uncached directory");
+	CHECK(!cached(c, 99), "stays uncached");
+
+	/* across directories: 1 -> 2 (cached) and 1 -> 3 (not cached) */
+	sfs_foldcache_put(c, insert(c, 2, 0));
+	sfs_foldcache_change_lock2(c, 7, 1, 7, 2);
+	CHECK(sfs_foldcache_note_rename(c, 7, 1, S("bar"), 7, 2, S("Bar")) == 0, "cross rename");
+	sfs_foldcache_change_unlock2(c, 7, 1, 7, 2);
+	CHECK(sfs_foldcache_lookup(c, 7, 1, S("bar"), &hit) == -ENOENT &&
+	      sfs_foldcache_lookup(c, 7, 2, S("BAR"), &hit) == 0 && !strcmp(hit.name, "Bar"),
+	      "moved between directories");
+	CHECK(sfs_foldcache_note_rename(c, 7, 1, S("baz"), 7, 3, S("baz")) == 0 &&
+	      sfs_foldcache_lookup(c, 7, 1, S("baz"), &hit) == -ENOENT, "moved out");
+
+	/* forget while pinned: gone from the cache, usable until put */
+	d = sfs_foldcache_get(c, 7, 2);
+	sfs_foldcache_forget(c, 7, 2);
+	CHECK(!cached(c, 2), "forgotten");
+	CHECK(sfs_foldidx_lookup(sfs_folddir_rdlock(d), S("bar"), &hit) == 0, "still readable");
+	sfs_folddir_unlock(d);
+	CHECK(sfs_foldcache_note_add(c, 7, 2, S("q")) == 0, "note on a forgotten directory");
+	sfs_foldcache_put(c, d);
+	sfs_foldcache_stats(c, &st);
+	CHECK(st.dirs == 1 && st.hits > 0 && st.misses > 0, "%zu dirs", st.dirs);
+	sfs_foldcache_free(c);
+}
+
+/* Threads change directories (under change locks), build, look up, forget and evict at once;
+ * afterwards every cached index must equal the truth. */
+enum { T_DIRS = 16, T_NAMES = 48, T_THREADS = 6, T_ITERS = 20000 };
+
+struct world {
+	struct sfs_foldcache *c;
+	atomic_bool exists[T_DIRS][T_NAMES];
+	atomic_int bad;
+};
+
+static void t_name(int n, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s%d", n & 1 ? "NAME" : "name", n / 2); /* pairs collide */
+}
+
+static void t_build(struct world *w, int dir)
+{
+	uint64_t stamp = sfs_foldcache_stamp(w->c, 1, (uint64_t)dir);
+	struct sfs_foldidx *idx;
+	struct sfs_folddir *d;
+	char name[32];
+	int n;
+
+	if (sfs_foldidx_new(&idx, 0))
+		return;
+	for (n = 0; n < T_NAMES; n++) {
+		if (n % 8 == 0)
+			sched_yield(); /* a real readdir blocks: let changes land mid-read */
+		if (atomic_load(&w->exists[dir][n])) {
+			t_name(n, name, sizeof(name));
+			ADD(idx, name);
+		}
+	}
+	if (!sfs_foldcache_insert(w->c, 1, (uint64_t)dir, stamp, idx, &d))
+		sfs_foldcache_put(w->c, d);
+}
+
+static void t_change(struct world *w, int dir, int n)
+{
+	char name[32];
+	bool was;
+
+	t_name(n, name, sizeof(name));
+	sfs_foldcache_change_lock(w->c, 1, (uint64_t)dir);
+	was = atomic_load(&w->exists[dir][n]);
+	atomic_store(&w->exists[dir][n], !was);
+	if (was)
+		sfs_foldcache_note_remove(w->c, 1, (uint64_t)dir, name, strlen(name));
+	else
+		sfs_foldcache_note_add(w->c, 1, (uint64_t)dir, name, strlen(name));
+	sfs_foldcache_change_unlock(w->c, 1, (uint64_t)dir);
+}
+
+static void *t_run(void *arg)
+{
+	struct world *w = arg;
+	struct sfs_foldidx_hit hit;
+	unsigned seed = (unsigned)(uintptr_t)&hit;
+	char name[32];
+	int i, dir, n, r;
+
+	for (i = 0; i < T_ITERS; i++) {
+		r = rand_r(&seed);
+		dir = r % T_DIRS;
+		n = (r / T_DIRS) % T_NAMES;
+		switch ((r / (T_DIRS * T_NAMES)) % 8) {
+		case 0: case 1: case 2:
+			t_change(w, dir, n);
+			break;
+		case 7:
+			if (r % 64 == 0)
+				sfs_foldcache_forget(w->c, 1, (uint64_t)dir);
+			break;
+		default:
+			t_name(n, name, sizeof(name));
+			if (sfs_foldcache_lookup(w->c, 1, (uint64_t)dir, name, strlen(name), &hit) ==
+			    -ENODATA)
+				t_build(w, dir);
+		}
+	}
+	return NULL;
+}
+
+static void test_cache_threads(void)
+{
+	static struct world w;
+	pthread_t t[T_THREADS];
+	struct sfs_foldcache_stats st;
+	struct sfs_foldidx_hit hit;
+	struct sfs_folddir *d;
+	char name[32];
+	int i, dir, n, stale = 0, seen = 0;
+	bool in;
+
+	/* room for about half the directories, so eviction runs too */
+	CHECK(sfs_foldcache_new(&w.c, T_DIRS / 2 * unit_bytes() * 2) == 0, "new");
+	for (i = 0; i < T_THREADS; i++)
+		pthread_create(&t[i], NULL, t_run, &w);
+	for (i = 0; i < T_THREADS; i++)
+		pthread_join(t[i], NULL);
+	for (dir = 0; dir < T_DIRS; dir++) {
+		d = sfs_foldcache_get(w.c, 1, (uint64_t)dir);
+		if (!d)
+			continue;
+		seen++;
+		for (n = 0; n < T_NAMES; n++) {
+			t_name(n, name, sizeof(name));
+			in = !sfs_foldidx_lookup(sfs_folddir_rdlock(d), name, strlen(name), &hit) &&
+			     hit.exact;
+			sfs_folddir_unlock(d);
+			stale += in != atomic_load(&w.exists[dir][n]);
+		}
+		sfs_foldcache_put(w.c, d);
+	}
+	sfs_foldcache_stats(w.c, &st);
+	CHECK(stale == 0, "%d stale names in %d cached directories", stale, seen);
+	CHECK(seen > 0 && st.evictions > 0, "%d cached, %llu evictions", seen,
+	      (unsigned long long)st.evictions);
+	sfs_foldcache_free(w.c);
+}
+
+int main(void)
+{
+	test_fold_vectors();
+	test_fold_long();
+	test_fold_all_code_points();
+	test_valid_exhaustive();
+	test_index_rules();
+	test_index_from_names();
+	test_index_growth();
+	test_index_big_class();
+	test_cache_budget();
+	test_cache_protocol();
+	test_cache_threads();
+
+	printf("%d checks\n", checks);
+	printf("%s\n", failures ? "FAILED" : "ok");
+	return failures ? 1 : 0;
+}
