@@ -21,6 +21,10 @@ void sfs_coh_attr(struct sfs_view *origin, struct sfs_node *n);
 void sfs_coh_data(struct sfs_view *origin, struct sfs_node *n, off_t off, off_t len);
 void sfs_coh_name(struct sfs_view *origin, struct sfs_node *parent, const char *name);
 
+/* The origin view's own entry name in parent, invalidated from the notifier thread without
+ * waiting (a handler must not invalidate its own directory's entries). */
+void sfs_coh_own_entry(struct sfs_view *origin, struct sfs_node *parent, const char *name);
+
 /* Waits (bounded) until what this thread queued has been delivered. */
 void sfs_coh_flush(struct sfs_view *origin);
 

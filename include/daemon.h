@@ -18,6 +18,7 @@
 #define SFS_MAX_VIEWS 4096
 
 struct sfs_coherence;
+struct sfs_foldcache;
 
 struct sfs_daemon {
 	char key[64];
@@ -32,6 +33,7 @@ struct sfs_daemon {
 	struct sfs_view *views[SFS_MAX_VIEWS];
 	size_t nviews;
 	struct sfs_coherence *coh;
+	struct sfs_foldcache *folds;     /* fold indexes of directories (names.c) */
 	time_t started;
 	int listen_fd;
 	int event_fd;                    /* wakes the control loop: a view ended, a signal came */

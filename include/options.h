@@ -9,6 +9,7 @@
 enum sfs_df { SFS_DF_BSD, SFS_DF_MINIX };
 enum sfs_share { SFS_SHARE_EXCLUSIVE, SFS_SHARE_EXISTING };
 enum sfs_cache { SFS_CACHE_STRICT, SFS_CACHE_WRITEBACK };
+enum sfs_casefold { SFS_CASEFOLD_OFF, SFS_CASEFOLD_ON, SFS_CASEFOLD_STRICT };
 enum sfs_atime { SFS_ATIME_RELATIME, SFS_ATIME_NOATIME, SFS_ATIME_STRICT };
 
 #define SFS_MAX_SB_OPTS 32
@@ -32,6 +33,7 @@ struct sfs_opts {
 	enum sfs_share share;
 	enum sfs_cache cache;
 	enum sfs_atime atime;
+	enum sfs_casefold casefold;
 	char subdir[PATH_MAX];          /* normalised, "/" or "/a/b" */
 	unsigned long mount_flags;      /* MS_* for the view's mount(2) */
 	char flag_names[256];           /* the per-mount flags asked for, comma list */
@@ -60,5 +62,6 @@ int sfs_opts_sb_compatible(const struct sfs_opts *in_force, const struct sfs_opt
 
 /* The view options a daemon needs, serialised back to an option string (for the wire). */
 const char *sfs_df_name(enum sfs_df df);
+const char *sfs_casefold_name(enum sfs_casefold cf);
 
 #endif

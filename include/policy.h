@@ -45,6 +45,12 @@ struct sfs_policy {
 	/* The backing refused with EACCES: may the call be repeated with DAC capabilities,
 	 * because the kernel has already allowed it by this view's rules? */
 	bool (*dac_retry)(const struct sfs_view *v);
+	/* A name absent from a directory: the spelling of it the directory holds (casefold
+	 * views), in out. 0, or -ENOENT. */
+	int (*resolve)(const struct sfs_view *v, const struct sfs_node *dir, int dirfd,
+	               const char *name, char *out, size_t outlen);
+	/* Inode flags (FS_IOC_GETFLAGS) the view adds to the backing's for an inode of type. */
+	unsigned (*inode_flags)(const struct sfs_view *v, mode_t type);
 	/* Adjusts statfs results. */
 	void (*statfs)(const struct sfs_view *v, struct statvfs *st);
 	/* Extra open(2) flags for a backing file or directory about to be opened (O_NOATIME
@@ -57,6 +63,7 @@ extern const struct sfs_policy sfs_policy_xattr;
 extern const struct sfs_policy sfs_policy_confine;
 extern const struct sfs_policy sfs_policy_df;
 extern const struct sfs_policy sfs_policy_atime;
+extern const struct sfs_policy sfs_policy_casefold;
 
 /* The modules every view runs, in order. */
 extern const struct sfs_policy *const sfs_policies[];
@@ -72,6 +79,9 @@ bool sfs_policy_xattr_visible(const struct sfs_req *r, const char *name);
 int sfs_policy_created(const struct sfs_req *r, int dirfd, const char *name, mode_t mode);
 bool sfs_policy_dac_retry(const struct sfs_view *v);
 void sfs_policy_statfs(const struct sfs_view *v, struct statvfs *st);
+int sfs_policy_resolve(const struct sfs_view *v, const struct sfs_node *dir, int dirfd,
+                       const char *name, char *out, size_t outlen);
+unsigned sfs_policy_inode_flags(const struct sfs_view *v, mode_t type);
 int sfs_policy_open_flags(const struct sfs_view *v, const struct stat *st);
 
 #endif

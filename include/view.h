@@ -31,6 +31,7 @@ struct sfs_view {
 	atomic_int open_files;
 	double entry_timeout;
 	double attr_timeout;
+	double negative_timeout;        /* 0 in casefold views: another spelling may appear */
 	bool keep_cache;                /* page cache survives open(): others' writes are notified */
 };
 

@@ -120,7 +120,7 @@ void sfs_coh_stop(struct sfs_daemon *d)
 }
 
 static void enqueue(struct sfs_coherence *c, uint32_t slot, enum kind kind, fuse_ino_t ino,
-                    off_t off, off_t len, const char *name)
+                    off_t off, off_t len, const char *name, bool wait)
 {
 	size_t nlen = name ? strlen(name) + 1 : 1;
 	struct item *it = malloc(sizeof(*it) + nlen);
@@ -131,7 +131,8 @@ static void enqueue(struct sfs_coherence *c, uint32_t slot, enum kind kind, fuse
 	memcpy(it->name, name ? name : "", nlen);
 	pthread_mutex_lock(&c->lock);
 	it->seq = ++c->next_seq;
-	last_queued = it->seq;
+	if (wait)
+		last_queued = it->seq;
 	if (c->tail)
 		c->tail->next = it;
 	else
@@ -179,7 +180,7 @@ static void queue_inode(struct sfs_view *origin, struct sfs_node *n, off_t off, 
 		return;
 	k = targets(origin, n, slots, inos);
 	for (size_t i = 0; i < k; i++)
-		enqueue(origin->d->coh, slots[i], INVAL_INODE, inos[i], off, len, NULL);
+		enqueue(origin->d->coh, slots[i], INVAL_INODE, inos[i], off, len, NULL, true);
 }
 
 void sfs_coh_attr(struct sfs_view *origin, struct sfs_node *n)
@@ -202,7 +203,14 @@ void sfs_coh_name(struct sfs_view *origin, struct sfs_node *parent, const char *
 		return;
 	k = targets(origin, parent, slots, inos);
 	for (size_t i = 0; i < k; i++)
-		enqueue(origin->d->coh, slots[i], INVAL_ENTRY, inos[i], 0, 0, name);
+		enqueue(origin->d->coh, slots[i], INVAL_ENTRY, inos[i], 0, 0, name, true);
+}
+
+void sfs_coh_own_entry(struct sfs_view *origin, struct sfs_node *parent, const char *name)
+{
+	if (origin->d->coh)
+		enqueue(origin->d->coh, origin->slot, INVAL_ENTRY, sfs_ino_of(origin, parent), 0, 0,
+		        name, false);
 }
 
 void sfs_coh_flush(struct sfs_view *origin)

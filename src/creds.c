@@ -30,6 +30,7 @@ struct thread_creds {
 	gid_t groups[MAX_GROUPS];
 	/* saved by sfs_priv_begin */
 	int priv_depth;
+	bool saved_ok;
 	struct __user_cap_data_struct saved[2];
 };
 
@@ -42,14 +43,15 @@ static long long now_ns(void)
 	return ts.tv_sec * 1000000000ll + ts.tv_nsec;
 }
 
-/* A libfuse worker starts as the daemon: root, root's groups, the daemon's umask (0).
- * CLONE_FS gives it a umask of its own. */
+/* A libfuse worker is started by another worker and inherits that thread's credentials of
+ * the moment, caller's fsuid included: read what it has rather than assume root. CLONE_FS
+ * gives it a umask of its own. */
 static int thread_init(void)
 {
 	if (unshare(CLONE_FS) < 0)
 		return -errno;
-	tc.uid = 0;
-	tc.gid = 0;
+	tc.uid = syscall(SYS_setfsuid, -1);
+	tc.gid = syscall(SYS_setfsgid, -1);
 	tc.umask = umask(0);
 	tc.umask = 0;
 	tc.ngroups = -1;
@@ -134,11 +136,16 @@ void sfs_priv_begin(unsigned what)
 {
 	struct __user_cap_data_struct d[2];
 
-	if (tc.priv_depth++ || tc.uid == 0)
+	bool outer = tc.priv_depth++ == 0;
+
+	if (tc.uid == 0)
 		return; /* fsuid 0 already has every file capability */
-	if (capget_self(tc.saved) < 0)
+	if (capget_self(d) < 0)
 		return;
-	memcpy(d, tc.saved, sizeof(d));
+	if (outer) {
+		memcpy(tc.saved, d, sizeof(d));
+		tc.saved_ok = true;
+	}
 	if (what & SFS_PRIV_SEARCH)
 		raise_cap(d, CAP_DAC_READ_SEARCH);
 	if (what & SFS_PRIV_DAC) {
@@ -152,11 +159,13 @@ void sfs_priv_begin(unsigned what)
 	capset_self(d);
 }
 
+/* Ends the outermost sfs_priv_begin: the thread gets back what it had before it. */
 void sfs_priv_end(void)
 {
-	if (--tc.priv_depth || tc.uid == 0)
+	if (--tc.priv_depth || tc.uid == 0 || !tc.saved_ok)
 		return;
 	capset_self(tc.saved);
+	tc.saved_ok = false;
 }
 
 bool sfs_pid_has_sys_admin(pid_t pid)

@@ -25,6 +25,7 @@
 #include <libmount.h>
 
 #include "coherence.h"
+#include "names.h"
 #include "control.h"
 #include "status.h"
 #include "util.h"
@@ -536,6 +537,10 @@ static int setup(struct sfs_daemon *d, const char *optstr, char *err, size_t err
 		return -1;
 	}
 	d->backing_root_ino = st.st_ino;
+	if (sfs_names_init(d)) {
+		sfs_errf(err, errlen, d->source, "out of memory");
+		return -1;
+	}
 	if (sfs_coh_start(d) || listen_on(d, err, errlen) < 0)
 		return -1;
 	d->mountinfo_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
@@ -558,6 +563,7 @@ static void teardown(struct sfs_daemon *d)
 		close(d->listen_fd);
 	}
 	sfs_coh_stop(d);
+	sfs_names_destroy(d);
 	if (d->itab.buckets)
 		sfs_itab_destroy(&d->itab, &d->fdc);
 	if (d->handle_fd >= 0)

@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/xattr.h>
@@ -21,6 +23,7 @@
 #include "creds.h"
 #include "daemon.h"
 #include "fdcache.h"
+#include "names.h"
 #include "policy.h"
 
 #define SETATTR_SUID_BITS (S_ISUID | S_ISGID)
@@ -193,12 +196,20 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if ((rc = sfs_policy_name(r.view, p.node, name, false)))
 		goto out;
 	rc = lookup_at(&r, p.fd, name, &e);
+	if (rc == -ENOENT) {
+		char alias[NAME_MAX + 1];
+		/* another spelling of the name (casefold views): the kernel keeps this spelling's
+		 * dentry uncached, so no change through any view can leave it stale */
+		if (sfs_policy_resolve(r.view, p.node, p.fd, name, alias, sizeof(alias)) == 0 &&
+		    !(rc = lookup_at(&r, p.fd, alias, &e)))
+			e.entry_timeout = 0;
+	}
 out:
 	unhold(r.view, &p);
 	if (rc == -ENOENT) {
 		/* a negative entry the kernel may cache: a create in another view invalidates it */
 		memset(&e, 0, sizeof(e));
-		e.entry_timeout = r.view->entry_timeout;
+		e.entry_timeout = r.view->negative_timeout;
 		fuse_reply_entry(req, &e);
 	} else if (rc) {
 		reply_err(req, rc);
@@ -408,6 +419,25 @@ static int begin_dir_change(fuse_req_t req, struct sfs_req *r, fuse_ino_t parent
 	return sfs_policy_name(r->view, p->node, name, create);
 }
 
+/* The backing's spelling of a name the kernel sent: in casefold views the caller may have
+ * used another one (the kernel keeps the dentry it looked up). Returns name or buf. */
+static const char *backing_spelling(struct sfs_req *r, struct held *p, const char *name,
+                                    char *buf, size_t len)
+{
+	return sfs_policy_resolve(r->view, p->node, p->fd, name, buf, len) == 0 ? buf : name;
+}
+
+/* A new name must not join a class that already has a member under another spelling. */
+static int check_new_name(struct sfs_req *r, struct held *p, const char *name)
+{
+	char other[NAME_MAX + 1];
+
+	if (sfs_policy_resolve(r->view, p->node, p->fd, name, other, sizeof(other)) == 0 &&
+	    strcmp(other, name))
+		return -EEXIST;
+	return 0;
+}
+
 enum make_kind { MAKE_NODE, MAKE_DIR, MAKE_SYMLINK };
 
 static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name, enum make_kind kind,
@@ -418,8 +448,10 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name, enum
 	struct sfs_req r;
 	int rc;
 
-	if ((rc = begin_dir_change(req, &r, parent, name, true, &p)))
+	if ((rc = begin_dir_change(req, &r, parent, name, true, &p)) ||
+	    (rc = check_new_name(&r, &p, name)))
 		goto out;
+	sfs_names_lock(r.view->d, p.node);
 	switch (kind) {
 	case MAKE_DIR:
 		rc = BACKING(&r, mkdirat(p.fd, name, mode));
@@ -431,6 +463,9 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name, enum
 		rc = BACKING(&r, mknodat(p.fd, name, mode, rdev));
 		break;
 	}
+	if (!rc)
+		sfs_names_added(r.view->d, p.node, name);
+	sfs_names_unlock(r.view->d, p.node);
 	if (!rc)
 		rc = finish_create(&r, &p, name, mode, &e);
 out:
@@ -458,31 +493,53 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 
 /* The node a name in a directory refers to, if the table knows it. The caller's view holds
  * a lookup on it while the kernel is inside unlink/rename of it, so it stays valid. */
-static struct sfs_node *node_at(struct sfs_view *v, int dirfd, const char *name)
+static struct sfs_node *node_at(struct sfs_view *v, int dirfd, const char *name, struct stat *st)
 {
-	struct stat st;
-
-	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+	if (fstatat(dirfd, name, st, AT_SYMLINK_NOFOLLOW) < 0) {
+		st->st_mode = 0;
 		return NULL;
-	return sfs_itab_find(&v->d->itab, st.st_dev, st.st_ino);
+	}
+	return sfs_itab_find(&v->d->itab, st->st_dev, st->st_ino);
+}
+
+/* After a change made under another spelling than the backing's, the caller's own view may
+ * still hold the backing spelling's dentry; it is dropped from another thread, as a handler
+ * must not invalidate entries of its own directory. */
+static void drop_own_spelling(struct sfs_req *r, struct held *p, const char *asked,
+                              const char *actual)
+{
+	if (asked != actual)
+		sfs_coh_own_entry(r->view, p->node, actual);
 }
 
 static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, int flags)
 {
 	struct sfs_node *victim = NULL;
+	char buf[NAME_MAX + 1];
+	const char *actual;
+	struct stat st;
 	struct held p = {0};
 	struct sfs_req r;
 	int rc;
 
 	if ((rc = begin_dir_change(req, &r, parent, name, false, &p)))
 		goto out;
-	victim = node_at(r.view, p.fd, name);
-	rc = BACKING(&r, unlinkat(p.fd, name, flags));
+	actual = backing_spelling(&r, &p, name, buf, sizeof(buf));
+	sfs_names_lock(r.view->d, p.node);
+	victim = node_at(r.view, p.fd, actual, &st);
+	rc = BACKING(&r, unlinkat(p.fd, actual, flags));
 	if (!rc) {
-		sfs_coh_name(r.view, p.node, name);
+		sfs_names_removed(r.view->d, p.node, actual);
+		if (S_ISDIR(st.st_mode))
+			sfs_names_dir_gone(r.view->d, st.st_dev, st.st_ino);
+	}
+	sfs_names_unlock(r.view->d, p.node);
+	if (!rc) {
+		sfs_coh_name(r.view, p.node, actual);
 		sfs_coh_attr(r.view, p.node);
 		if (victim)
 			sfs_coh_attr(r.view, victim);
+		drop_own_spelling(&r, &p, name, actual);
 		sfs_coh_flush(r.view);
 	}
 out:
@@ -504,7 +561,10 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
                       const char *newname, unsigned int flags)
 {
 	struct sfs_node *moved = NULL, *victim = NULL;
+	char buf[NAME_MAX + 1], nbuf[NAME_MAX + 1];
 	struct held p = {0}, np = {0};
+	const char *from, *to;
+	struct stat mst, vst;
 	struct sfs_req r;
 	int rc;
 
@@ -518,12 +578,27 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	if ((rc = sfs_policy_name(r.view, p.node, name, false)) ||
 	    (rc = sfs_policy_name(r.view, np.node, newname, true)))
 		goto out;
-	moved = node_at(r.view, p.fd, name);
-	victim = node_at(r.view, np.fd, newname);
-	rc = BACKING(&r, renameat2(p.fd, name, np.fd, newname, flags));
+	/* the source in the backing's spelling; a target whose class has a member under another
+	 * spelling replaces that member, as on casefold ext4 */
+	from = backing_spelling(&r, &p, name, buf, sizeof(buf));
+	to = backing_spelling(&r, &np, newname, nbuf, sizeof(nbuf));
+	sfs_names_lock2(r.view->d, p.node, np.node);
+	moved = node_at(r.view, p.fd, from, &mst);
+	victim = node_at(r.view, np.fd, to, &vst);
+	rc = BACKING(&r, renameat2(p.fd, from, np.fd, to, flags));
+	if (!rc && !(flags & RENAME_EXCHANGE)) {
+		if (S_ISDIR(vst.st_mode) && !(flags & RENAME_NOREPLACE))
+			sfs_names_dir_gone(r.view->d, vst.st_dev, vst.st_ino);
+		sfs_names_renamed(r.view->d, p.node, from, np.node, to);
+		if (flags & RENAME_WHITEOUT)
+			sfs_names_added(r.view->d, p.node, from);
+	}
+	sfs_names_unlock2(r.view->d, p.node, np.node);
 	if (!rc) {
-		sfs_coh_name(r.view, p.node, name);
-		sfs_coh_name(r.view, np.node, newname);
+		sfs_coh_name(r.view, p.node, from);
+		sfs_coh_name(r.view, np.node, to);
+		drop_own_spelling(&r, &p, name, from);
+		drop_own_spelling(&r, &np, newname, to);
 		sfs_coh_attr(r.view, p.node);
 		if (np.node != p.node)
 			sfs_coh_attr(r.view, np.node);
@@ -553,11 +628,16 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	if (!valid_name(newname))
 		goto out;
 	if ((rc = hold(r.view, ino, &h)) || (rc = hold(r.view, newparent, &np)) ||
-	    (rc = sfs_policy_name(r.view, np.node, newname, true)))
+	    (rc = sfs_policy_name(r.view, np.node, newname, true)) ||
+	    (rc = check_new_name(&r, &np, newname)))
 		goto out;
 	proc_path(path, h.fd);
 	/* The magic link lands on the node itself, symlinks included, and never follows on. */
+	sfs_names_lock(r.view->d, np.node);
 	rc = BACKING(&r, linkat(AT_FDCWD, path, np.fd, newname, AT_SYMLINK_FOLLOW));
+	if (!rc)
+		sfs_names_added(r.view->d, np.node, newname);
+	sfs_names_unlock(r.view->d, np.node);
 	if (!rc) {
 		rc = lookup_at(&r, np.fd, newname, &e);
 		sfs_coh_name(r.view, np.node, newname);
@@ -656,6 +736,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
                       struct fuse_file_info *fi)
 {
 	struct fuse_entry_param e;
+	char buf[NAME_MAX + 1];
 	struct held p = {0};
 	struct sfs_req r;
 	bool made = true;
@@ -666,9 +747,15 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	if ((rc = begin_dir_change(req, &r, parent, name, true, &p)))
 		goto out;
 	flags = backing_open_flags(r.view, fi->flags) | O_NOFOLLOW;
+	/* the name, or the member of its class that exists under another spelling */
+	name = backing_spelling(&r, &p, name, buf, sizeof(buf));
+	sfs_names_lock(r.view->d, p.node);
 	fd = BACKING(&r, openat(p.fd, name, flags | O_CREAT | O_EXCL, mode));
+	if (fd >= 0)
+		sfs_names_added(r.view->d, p.node, name);
+	sfs_names_unlock(r.view->d, p.node);
 	if (fd == -EEXIST && !(fi->flags & O_EXCL)) {
-		/* another view made it since the kernel's lookup: open it as open(2) would */
+		/* made since the kernel's lookup, by another view: open it as open(2) would */
 		made = false;
 		fd = BACKING(&r, openat(p.fd, name, flags));
 	}
@@ -1153,6 +1240,35 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 	fuse_reply_write(req, n);
 }
 
+/* FS_IOC_GETFLAGS only (lsattr; Wine's casefold probe): the backing's flags plus what the
+ * view adds (FS_CASEFOLD_FL on a casefold view's directories). ext4 answers an int. */
+static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+                     struct fuse_file_info *fi, unsigned flags, const void *in_buf,
+                     size_t in_bufsz, size_t out_bufsz)
+{
+	struct sfs_view *v = fuse_req_userdata(req);
+	struct sfs_node *n = sfs_node_of(v, ino);
+	int fd, attr = 0;
+
+	(void)arg, (void)in_buf, (void)in_bufsz;
+	if (cmd != FS_IOC_GETFLAGS || !n || (flags & FUSE_IOCTL_COMPAT)) {
+		reply_err(req, -ENOTTY);
+		return;
+	}
+	if (out_bufsz < sizeof(attr)) {
+		reply_err(req, -EINVAL);
+		return;
+	}
+	fd = flags & FUSE_IOCTL_DIR ? dirfd(((struct sfs_dir *)(uintptr_t)fi->fh)->dp)
+	                            : ((struct sfs_file *)(uintptr_t)fi->fh)->fd;
+	if (ioctl(fd, FS_IOC_GETFLAGS, &attr) < 0) {
+		reply_err(req, -errno);
+		return;
+	}
+	attr |= sfs_policy_inode_flags(v, n->type);
+	fuse_reply_ioctl(req, 0, &attr, sizeof(attr));
+}
+
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct sfs_view *v = userdata;
@@ -1204,4 +1320,5 @@ const struct fuse_lowlevel_ops sfs_ops = {
 	.fallocate = op_fallocate,
 	.lseek = op_lseek,
 	.copy_file_range = op_copy_file_range,
+	.ioctl = op_ioctl,
 };

@@ -164,16 +164,25 @@ static int refuse_later(struct sfs_opts *o, const struct opt_def *d, const char 
 	return -EINVAL;
 }
 
-static int refuse_casefold(struct sfs_opts *o, const struct opt_def *d, const char *v, char *err,
-                           size_t errlen)
+static int set_casefold(struct sfs_opts *o, const struct opt_def *d, const char *v, char *err,
+                        size_t errlen)
 {
-	if (v && strcmp(v, "strict")) {
-		char obj[128];
-		snprintf(obj, sizeof(obj), "casefold=%s", v);
-		sfs_errf(err, errlen, obj, "unknown value (use casefold, casefold=strict or nocasefold)");
-		return -EINVAL;
+	if (d->data == 0) {
+		o->casefold = SFS_CASEFOLD_OFF;
+		return 0;
 	}
-	return refuse_later(o, d, v, err, errlen);
+	if (!v) {
+		o->casefold = SFS_CASEFOLD_ON;
+		return 0;
+	}
+	if (!strcmp(v, "strict")) {
+		o->casefold = SFS_CASEFOLD_STRICT;
+		return 0;
+	}
+	char obj[128];
+	snprintf(obj, sizeof(obj), "casefold=%s", v);
+	sfs_errf(err, errlen, obj, "unknown value (use casefold, casefold=strict or nocasefold)");
+	return -EINVAL;
 }
 
 static int ignore(struct sfs_opts *o, const struct opt_def *d, const char *v, char *e, size_t l)
@@ -283,10 +292,10 @@ static const struct opt_def table[] = {
 	{"strictatime", ARG_NONE, set_atime, SFS_ATIME_STRICT, NULL},
 	{"nodiratime", ARG_NONE, set_atime, -1, NULL},
 	{"diratime", ARG_NONE, set_atime, -1, NULL},
-	/* The default matching and quota modes are what every view does now. */
-	{"nocasefold", ARG_NONE, ignore, 0, NULL},
+	/* The default quota mode is what every view does now. */
+	{"nocasefold", ARG_NONE, set_casefold, 0, NULL},
 	{"noquota", ARG_NONE, ignore, 0, NULL},
-	{"casefold", ARG_OPTIONAL, refuse_casefold, 0, "casefold"},
+	{"casefold", ARG_OPTIONAL, set_casefold, 1, NULL},
 	{"quota", ARG_NONE, refuse_later, 0, "quota"},
 	{"usrquota", ARG_NONE, refuse_later, 0, "quota"},
 	{"grpquota", ARG_NONE, refuse_later, 0, "quota"},
@@ -462,6 +471,8 @@ static int unchangeable(const struct sfs_opts *cur, const struct sfs_opts *o, ch
 		what = "subdir";
 	else if (o->cache != cur->cache)
 		what = o->cache == SFS_CACHE_WRITEBACK ? "cache=writeback" : "cache=strict";
+	else if (o->casefold != cur->casefold)
+		what = o->casefold == SFS_CASEFOLD_OFF ? "nocasefold" : "casefold";
 	else if (o->share != cur->share)
 		what = o->share == SFS_SHARE_EXISTING ? "share=existing" : "share=exclusive";
 	if (!what)
@@ -522,6 +533,11 @@ int sfs_opts_sb_compatible(const struct sfs_opts *in_force, const struct sfs_opt
 		}
 	}
 	return 0;
+}
+
+const char *sfs_casefold_name(enum sfs_casefold cf)
+{
+	return cf == SFS_CASEFOLD_STRICT ? "strict" : cf == SFS_CASEFOLD_ON ? "on" : "off";
 }
 
 const char *sfs_df_name(enum sfs_df df)

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "names.h"
 
 static json_object *split_list(const char *list)
 {
@@ -28,7 +29,8 @@ static json_object *view_json(const struct sfs_view *v)
 	json_object_object_add(o, "requested", json_object_new_string(v->opts.requested));
 	json_object_object_add(opts, "acl", json_object_new_boolean(v->opts.acl));
 	json_object_object_add(opts, "user_xattr", json_object_new_boolean(v->opts.user_xattr));
-	json_object_object_add(opts, "casefold", json_object_new_string("off"));
+	json_object_object_add(opts, "casefold",
+	                       json_object_new_string(sfs_casefold_name(v->opts.casefold)));
 	json_object_object_add(opts, "quota", json_object_new_string("none"));
 	json_object_object_add(opts, "ro", json_object_new_boolean(v->opts.ro));
 	json_object_object_add(opts, "subdir", json_object_new_string(v->opts.subdir));
@@ -75,7 +77,8 @@ json_object *sfs_status_daemon(struct sfs_daemon *d)
 	pthread_mutex_unlock(&d->fdc.lock);
 	json_object_object_add(cache, "fd_limit", json_object_new_uint64(d->fdc.limit));
 	json_object_object_add(o, "cache", cache);
-	json_object_object_add(o, "casefold_collisions", json_object_new_int(0));
+	json_object_object_add(o, "casefold_collisions",
+	                       json_object_new_uint64(sfs_names_collisions(d)));
 	pthread_rwlock_rdlock(&d->views_lock);
 	for (size_t s = 0; s < SFS_MAX_VIEWS; s++)
 		if (d->views[s] && !atomic_load(&d->views[s]->ended))

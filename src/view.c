@@ -38,6 +38,9 @@ static void *serve(void *arg)
 void sfs_view_set_caching(struct sfs_view *v, bool sole_writer)
 {
 	v->entry_timeout = v->attr_timeout = sole_writer ? TIMEOUT_EXCLUSIVE : TIMEOUT_SHARED;
+	/* a casefold view's negative entry for one spelling would hide the creation of another;
+	 * the kernel keeps one dentry per spelling, so such views cache no negatives */
+	v->negative_timeout = v->opts.casefold != SFS_CASEFOLD_OFF ? 0 : v->entry_timeout;
 	v->keep_cache = sole_writer;
 }
 

@@ -1,11 +1,12 @@
 /* Dispatch from the request path to every view policy (see policy.h). */
 #include "policy.h"
 
+#include <errno.h>
 #include <stddef.h>
 
 const struct sfs_policy *const sfs_policies[] = {
 	&sfs_policy_confine, &sfs_policy_acl, &sfs_policy_xattr, &sfs_policy_df,
-	&sfs_policy_atime, NULL,
+	&sfs_policy_atime, &sfs_policy_casefold, NULL,
 };
 
 #define EACH(p) for (const struct sfs_policy *const *p = sfs_policies; *p; p++)
@@ -85,5 +86,24 @@ int sfs_policy_open_flags(const struct sfs_view *v, const struct stat *st)
 	int flags = 0;
 
 	EACH(p) if ((*p)->open_flags) flags |= (*p)->open_flags(v, st);
+	return flags;
+}
+
+int sfs_policy_resolve(const struct sfs_view *v, const struct sfs_node *dir, int dirfd,
+                       const char *name, char *out, size_t outlen)
+{
+	EACH(p) {
+		int rc = (*p)->resolve ? (*p)->resolve(v, dir, dirfd, name, out, outlen) : -ENOENT;
+		if (rc != -ENOENT)
+			return rc;
+	}
+	return -ENOENT;
+}
+
+unsigned sfs_policy_inode_flags(const struct sfs_view *v, mode_t type)
+{
+	unsigned flags = 0;
+
+	EACH(p) if ((*p)->inode_flags) flags |= (*p)->inode_flags(v, type);
 	return flags;
 }

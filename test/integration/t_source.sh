@@ -87,16 +87,9 @@ test_concurrent_first_mounts_start_one_daemon() {
 	assert_eq "$T_DIR/v1 $T_DIR/v2 $T_DIR/v3 $T_DIR/v4" "$(daemon_views "$pid")" "all views on one daemon"
 	assert_eq 1 "$(sq '[.daemons[]? | select(any(.views[]?; .mountpoint | startswith("'"$T_DIR/"'")))] | length')" "one daemon"
 	assert_eq 1 "$(loops_of "$IMG" | grep -c .)" "one loop device"
-	assert_eq 1 "$(_procs_like "$pid" | grep -c .)" "one daemon process running"
+	assert_eq 1 "$(pgrep -f -- "__daemon .* $IMG " | grep -c .)" "one daemon process for the image"
 }
 
-_procs_like() { # PID -> pids running the same executable as PID
-	local exe p
-	exe=$(readlink "/proc/$1/exe") || return
-	for p in /proc/[0-9]*; do
-		[[ $(readlink "$p/exe" 2>/dev/null) == "$exe" ]] && echo "${p#/proc/}"
-	done
-}
 
 test_backing_detached_and_exclusive() {
 	new_source img

@@ -75,8 +75,12 @@ int main(void)
 	refused("share=foo", "share=foo: unknown value");
 	refused("commit=abc", "commit=abc: malformed");
 	refused("data=bogus", "data=bogus: malformed");
-	refused("casefold", "casefold: not supported");
-	refused("casefold=strict", "casefold=strict: not supported");
+	accepted("casefold", &o);
+	CHECK(o.casefold == SFS_CASEFOLD_ON, "casefold");
+	accepted("casefold=strict", &o);
+	CHECK(o.casefold == SFS_CASEFOLD_STRICT, "casefold=strict");
+	accepted("casefold,nocasefold", &o);
+	CHECK(o.casefold == SFS_CASEFOLD_OFF, "nocasefold");
 	refused("casefold=bogus", "casefold=bogus: unknown value (use casefold, casefold=strict or nocasefold)");
 	refused("quota", "quota: not supported");
 	refused("usrquota", "usrquota: not supported");
@@ -110,6 +114,8 @@ int main(void)
 	      !(cur.mount_flags & MS_RDONLY), "remount rw");
 	CHECK(sfs_opts_remount(&cur, "remount,acl", &nw, err, sizeof(err)) != 0 &&
 	      strstr(err, "strictfs: acl: cannot change"), "acl cannot change: %s", err);
+	CHECK(sfs_opts_remount(&cur, "remount,casefold", &nw, err, sizeof(err)) != 0 &&
+	      strstr(err, "strictfs: casefold: cannot change"), "casefold cannot change: %s", err);
 	CHECK(sfs_opts_remount(&cur, "remount,subdir=/y", &nw, err, sizeof(err)) != 0 &&
 	      strstr(err, "strictfs: subdir: cannot change"), "subdir cannot change: %s", err);
 	CHECK(sfs_opts_remount(&cur, "remount,user_id=0,group_id=0,allow_other,default_permissions",

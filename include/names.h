@@ -1,0 +1,43 @@
+/* Names of backing directories as the daemon changes them, through any view. Every change of
+ * a directory's entries is bracketed by its change lock and reported here, so the fold
+ * indexes of casefold views (fold.h) stay exact: the daemon is the backing's only writer.
+ * Also the casefold lookups that go through those indexes. */
+#ifndef SFS_NAMES_H
+#define SFS_NAMES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct sfs_daemon;
+struct sfs_node;
+struct sfs_view;
+
+int sfs_names_init(struct sfs_daemon *d);
+void sfs_names_destroy(struct sfs_daemon *d);
+
+void sfs_names_lock(struct sfs_daemon *d, const struct sfs_node *dir);
+void sfs_names_unlock(struct sfs_daemon *d, const struct sfs_node *dir);
+void sfs_names_lock2(struct sfs_daemon *d, const struct sfs_node *a, const struct sfs_node *b);
+void sfs_names_unlock2(struct sfs_daemon *d, const struct sfs_node *a, const struct sfs_node *b);
+
+void sfs_names_added(struct sfs_daemon *d, const struct sfs_node *dir, const char *name);
+void sfs_names_removed(struct sfs_daemon *d, const struct sfs_node *dir, const char *name);
+void sfs_names_renamed(struct sfs_daemon *d, const struct sfs_node *from_dir, const char *from,
+                       const struct sfs_node *to_dir, const char *to);
+/* A directory (dev, ino) is gone: its index must not outlive it. */
+void sfs_names_dir_gone(struct sfs_daemon *d, dev_t dev, ino_t ino);
+
+/* The name of the backing directory dir (open as dirfd) that a casefold lookup of name finds
+ * when name itself is absent: its class's representative (SPEC §5.3). Returns 0 with the
+ * name in out, or -ENOENT. */
+int sfs_names_fold_lookup(struct sfs_daemon *d, const struct sfs_node *dir, int dirfd,
+                          const char *name, char *out, size_t outlen);
+
+/* Whether readdir of a casefold view lists name (one name per class). */
+bool sfs_names_fold_listed(struct sfs_daemon *d, const struct sfs_node *dir, const char *name);
+
+/* Names hidden behind another spelling, in the directories indexed now. */
+size_t sfs_names_collisions(struct sfs_daemon *d);
+
+#endif

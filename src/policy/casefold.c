@@ -1,0 +1,61 @@
+/* casefold, casefold=strict, nocasefold (SPEC §5.3). Names are matched case-insensitively by
+ * the kernel-equivalent fold (fold.c) and kept as first given: a lookup that misses the exact
+ * spelling goes through the directory's fold index (names.c), readdir lists each class once,
+ * and strict views refuse to create names that are not UTF-8. Directories report
+ * FS_CASEFOLD_FL, which Wine checks before it trusts a directory to be case-insensitive. */
+#include <errno.h>
+#include <linux/fs.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "fold.h"
+#include "names.h"
+#include "policy.h"
+
+#ifndef FS_CASEFOLD_FL
+#define FS_CASEFOLD_FL 0x40000000
+#endif
+
+static bool folds(const struct sfs_view *v)
+{
+	return v->opts.casefold != SFS_CASEFOLD_OFF;
+}
+
+static int casefold_name_check(const struct sfs_view *v, const struct sfs_node *parent,
+                               const char *name, bool create)
+{
+	(void)parent;
+	if (create && v->opts.casefold == SFS_CASEFOLD_STRICT &&
+	    !sfs_fold_valid_utf8(name, strlen(name)))
+		return -EINVAL;
+	return 0;
+}
+
+static bool casefold_dirent_visible(const struct sfs_view *v, const struct sfs_node *dir,
+                                    const char *name)
+{
+	if (!folds(v) || !strcmp(name, ".") || !strcmp(name, ".."))
+		return true;
+	return sfs_names_fold_listed(v->d, dir, name);
+}
+
+static int casefold_resolve(const struct sfs_view *v, const struct sfs_node *dir, int dirfd,
+                            const char *name, char *out, size_t outlen)
+{
+	if (!folds(v))
+		return -ENOENT;
+	return sfs_names_fold_lookup(v->d, dir, dirfd, name, out, outlen);
+}
+
+static unsigned casefold_inode_flags(const struct sfs_view *v, mode_t type)
+{
+	return folds(v) && S_ISDIR(type) ? FS_CASEFOLD_FL : 0;
+}
+
+const struct sfs_policy sfs_policy_casefold = {
+	.name = "casefold",
+	.name_check = casefold_name_check,
+	.dirent_visible = casefold_dirent_visible,
+	.resolve = casefold_resolve,
+	.inode_flags = casefold_inode_flags,
+};
