@@ -25,6 +25,11 @@ void sfs_coh_name(struct sfs_view *origin, struct sfs_node *parent, const char *
  * waiting (a handler must not invalidate its own directory's entries). */
 void sfs_coh_own_entry(struct sfs_view *origin, struct sfs_node *parent, const char *name);
 
+/* A spelling that views may cache under parent though it names nothing in the backing (a
+ * casefold alias or negative entry): invalidated in every view that knows parent, the origin
+ * included (without waiting for that one). */
+void sfs_coh_spelling(struct sfs_view *origin, struct sfs_node *parent, const char *name);
+
 /* Waits (bounded) until what this thread queued has been delivered. */
 void sfs_coh_flush(struct sfs_view *origin);
 

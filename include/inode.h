@@ -35,6 +35,8 @@ struct sfs_node {
 	int fd;                      /* cached O_PATH descriptor or -1 */
 	uint32_t fd_users;
 	struct sfs_node *lru_prev, *lru_next;
+	/* Protected by the spellings lock of names.c: */
+	struct sfs_spellset *spellings;  /* casefold spellings kernels may cache under this dir */
 	/* Immutable after creation: */
 	int handle_type;
 	uint8_t handle_len;
@@ -49,6 +51,7 @@ struct sfs_itab {
 };
 
 struct sfs_fdcache;
+struct sfs_spellset;
 
 int sfs_itab_init(struct sfs_itab *t);
 void sfs_itab_destroy(struct sfs_itab *t, struct sfs_fdcache *c);

@@ -21,10 +21,12 @@ void sfs_names_unlock(struct sfs_daemon *d, const struct sfs_node *dir);
 void sfs_names_lock2(struct sfs_daemon *d, const struct sfs_node *a, const struct sfs_node *b);
 void sfs_names_unlock2(struct sfs_daemon *d, const struct sfs_node *a, const struct sfs_node *b);
 
-void sfs_names_added(struct sfs_daemon *d, const struct sfs_node *dir, const char *name);
-void sfs_names_removed(struct sfs_daemon *d, const struct sfs_node *dir, const char *name);
-void sfs_names_renamed(struct sfs_daemon *d, const struct sfs_node *from_dir, const char *from,
-                       const struct sfs_node *to_dir, const char *to);
+/* Notes of a change made by view v (under the change lock): the fold indexes follow, and the
+ * spellings casefold views may cache for the changed classes are invalidated. */
+void sfs_names_added(struct sfs_view *v, struct sfs_node *dir, const char *name);
+void sfs_names_removed(struct sfs_view *v, struct sfs_node *dir, const char *name);
+void sfs_names_renamed(struct sfs_view *v, struct sfs_node *from_dir, const char *from,
+                       struct sfs_node *to_dir, const char *to);
 /* A directory (dev, ino) is gone: its index must not outlive it. */
 void sfs_names_dir_gone(struct sfs_daemon *d, dev_t dev, ino_t ino);
 
@@ -36,6 +38,14 @@ int sfs_names_fold_lookup(struct sfs_daemon *d, const struct sfs_node *dir, int 
 
 /* Whether readdir of a casefold view lists name (one name per class). */
 bool sfs_names_fold_listed(struct sfs_daemon *d, const struct sfs_node *dir, const char *name);
+
+/* A casefold view is about to let the kernel cache name in dir, positive or negative, though
+ * it is not a name of the backing: records it so that a change of its class invalidates it.
+ * False when the view does not fold or the record cannot be kept (then it must not be cached). */
+bool sfs_names_track_spelling(struct sfs_view *v, struct sfs_node *dir, const char *name);
+
+/* The node dir is freed: no kernel holds a dentry under it any more. */
+void sfs_names_node_freed(struct sfs_node *dir);
 
 /* Names hidden behind another spelling, in the directories indexed now. */
 size_t sfs_names_collisions(struct sfs_daemon *d);

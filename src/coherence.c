@@ -213,6 +213,20 @@ void sfs_coh_own_entry(struct sfs_view *origin, struct sfs_node *parent, const c
 		        name, false);
 }
 
+void sfs_coh_spelling(struct sfs_view *origin, struct sfs_node *parent, const char *name)
+{
+	uint32_t slots[MAX_TARGETS];
+	fuse_ino_t inos[MAX_TARGETS];
+	size_t k;
+
+	if (!origin->d->coh)
+		return;
+	sfs_coh_own_entry(origin, parent, name);
+	k = targets(origin, parent, slots, inos);
+	for (size_t i = 0; i < k; i++)
+		enqueue(origin->d->coh, slots[i], INVAL_ENTRY, inos[i], 0, 0, name, true);
+}
+
 void sfs_coh_flush(struct sfs_view *origin)
 {
 	struct sfs_coherence *c = origin->d->coh;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "fdcache.h"
+#include "names.h"
 
 static size_t bucket_of(const struct sfs_itab *t, dev_t dev, ino_t ino)
 {
@@ -27,6 +28,7 @@ int sfs_itab_init(struct sfs_itab *t)
 static void free_node(struct sfs_fdcache *c, struct sfs_node *n)
 {
 	sfs_fdcache_remove(c, n);
+	sfs_names_node_freed(n);
 	free(n->refs);
 	n->magic = 0;
 	free(n);

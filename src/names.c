@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -13,7 +14,9 @@
 #include "creds.h"
 #include "daemon.h"
 #include "fdcache.h"
+#include "coherence.h"
 #include "fold.h"
+#include "view.h"
 
 /* Indexes of warm directories: about 120 bytes a name, so some 500,000 names. */
 #define FOLD_BUDGET (64u << 20)
@@ -51,21 +54,193 @@ void sfs_names_unlock2(struct sfs_daemon *d, const struct sfs_node *a, const str
 	sfs_foldcache_change_unlock2(d->folds, a->dev, a->ino, b->dev, b->ino);
 }
 
-void sfs_names_added(struct sfs_daemon *d, const struct sfs_node *dir, const char *name)
+/* ---- Spellings casefold views may cache ------------------------------------------------
+ * A casefold view's kernel keeps one dentry per spelling it looked up. Spellings that are
+ * not backing names (aliases, and negatives) are recorded under their directory's node by
+ * folded name; a change of that class in the directory, through any view, invalidates them.
+ * The records die with the node: no kernel holds dentries under a forgotten directory. */
+
+#define MAX_SPELLINGS (1u << 18)
+
+struct spelling {
+	struct spelling *next;
+	uint64_t hash;      /* of the folded name */
+	uint16_t foldlen;
+	uint16_t namelen;
+	char data[];        /* folded name, then the spelling, NUL-terminated */
+};
+
+struct sfs_spellset {
+	struct spelling **buckets;
+	size_t nbuckets;
+	size_t count;
+};
+
+static pthread_mutex_t spell_lock = PTHREAD_MUTEX_INITIALIZER;
+static size_t spell_total; /* records over all directories, under spell_lock */
+
+static uint64_t fnv1a(const char *s, size_t n)
 {
-	sfs_foldcache_note_add(d->folds, dir->dev, dir->ino, name, strlen(name));
+	uint64_t h = 0xcbf29ce484222325ull;
+	while (n--)
+		h = (h ^ (unsigned char)*s++) * 0x100000001b3ull;
+	return h;
 }
 
-void sfs_names_removed(struct sfs_daemon *d, const struct sfs_node *dir, const char *name)
+/* The folded form of name into buf; its length, or 0 when it cannot be folded. */
+static size_t fold_of(const char *name, char *buf, size_t len)
 {
-	sfs_foldcache_note_remove(d->folds, dir->dev, dir->ino, name, strlen(name));
+	size_t out;
+	bool invalid;
+
+	if (sfs_fold(name, strlen(name), buf, len, &out, &invalid))
+		return 0;
+	return out;
 }
 
-void sfs_names_renamed(struct sfs_daemon *d, const struct sfs_node *from_dir, const char *from,
-                       const struct sfs_node *to_dir, const char *to)
+static bool set_grow(struct sfs_spellset *set)
 {
-	sfs_foldcache_note_rename(d->folds, from_dir->dev, from_dir->ino, from, strlen(from),
+	size_t n = set->nbuckets ? set->nbuckets * 2 : 16;
+	struct spelling **nb = calloc(n, sizeof(*nb));
+
+	if (!nb)
+		return false;
+	for (size_t i = 0; i < set->nbuckets; i++)
+		for (struct spelling *sp = set->buckets[i], *next; sp; sp = next) {
+			next = sp->next;
+			sp->next = nb[sp->hash & (n - 1)];
+			nb[sp->hash & (n - 1)] = sp;
+		}
+	free(set->buckets);
+	set->buckets = nb;
+	set->nbuckets = n;
+	return true;
+}
+
+bool sfs_names_track_spelling(struct sfs_view *v, struct sfs_node *dir, const char *name)
+{
+	char fold[SFS_FOLD_KEY_MAX];
+	size_t flen, nlen = strlen(name);
+	struct spelling *sp;
+	uint64_t h;
+	bool ok = false;
+
+	if (v->opts.casefold == SFS_CASEFOLD_OFF || nlen > SFS_FOLD_NAME_MAX ||
+	    !(flen = fold_of(name, fold, sizeof(fold))))
+		return false;
+	h = fnv1a(fold, flen);
+	pthread_mutex_lock(&spell_lock);
+	if (!dir->spellings && !(dir->spellings = calloc(1, sizeof(*dir->spellings))))
+		goto out;
+	struct sfs_spellset *set = dir->spellings;
+	if (set->nbuckets)
+		for (sp = set->buckets[h & (set->nbuckets - 1)]; sp; sp = sp->next)
+			if (sp->hash == h && sp->namelen == nlen &&
+			    !memcmp(sp->data + sp->foldlen, name, nlen)) {
+				ok = true; /* already tracked */
+				goto out;
+			}
+	if (spell_total >= MAX_SPELLINGS || (set->count >= set->nbuckets && !set_grow(set)))
+		goto out;
+	if (!(sp = malloc(sizeof(*sp) + flen + nlen + 1)))
+		goto out;
+	sp->hash = h;
+	sp->foldlen = flen;
+	sp->namelen = nlen;
+	memcpy(sp->data, fold, flen);
+	memcpy(sp->data + flen, name, nlen + 1);
+	sp->next = set->buckets[h & (set->nbuckets - 1)];
+	set->buckets[h & (set->nbuckets - 1)] = sp;
+	set->count++;
+	spell_total++;
+	ok = true;
+out:
+	pthread_mutex_unlock(&spell_lock);
+	return ok;
+}
+
+/* Takes out of dir's records every spelling of name's class; returns them as a list. */
+static struct spelling *take_class(struct sfs_node *dir, const char *name)
+{
+	char fold[SFS_FOLD_KEY_MAX];
+	struct spelling *taken = NULL, **pp;
+	size_t flen;
+	uint64_t h;
+
+	if (!(flen = fold_of(name, fold, sizeof(fold))))
+		return NULL;
+	h = fnv1a(fold, flen);
+	pthread_mutex_lock(&spell_lock);
+	if (dir->spellings && dir->spellings->nbuckets) {
+		struct sfs_spellset *set = dir->spellings;
+		pp = &set->buckets[h & (set->nbuckets - 1)];
+		while (*pp) {
+			struct spelling *sp = *pp;
+			if (sp->hash == h && sp->foldlen == flen && !memcmp(sp->data, fold, flen)) {
+				*pp = sp->next;
+				sp->next = taken;
+				taken = sp;
+				set->count--;
+				spell_total--;
+			} else {
+				pp = &sp->next;
+			}
+		}
+	}
+	pthread_mutex_unlock(&spell_lock);
+	return taken;
+}
+
+static void class_changed(struct sfs_view *v, struct sfs_node *dir, const char *name)
+{
+	struct spelling *sp = take_class(dir, name);
+
+	while (sp) {
+		struct spelling *next = sp->next;
+		sfs_coh_spelling(v, dir, sp->data + sp->foldlen);
+		free(sp);
+		sp = next;
+	}
+}
+
+void sfs_names_node_freed(struct sfs_node *dir)
+{
+	struct sfs_spellset *set = dir->spellings;
+
+	if (!set)
+		return;
+	pthread_mutex_lock(&spell_lock);
+	for (size_t i = 0; i < set->nbuckets; i++)
+		for (struct spelling *sp = set->buckets[i], *next; sp; sp = next) {
+			next = sp->next;
+			free(sp);
+			spell_total--;
+		}
+	pthread_mutex_unlock(&spell_lock);
+	free(set->buckets);
+	free(set);
+	dir->spellings = NULL;
+}
+
+void sfs_names_added(struct sfs_view *v, struct sfs_node *dir, const char *name)
+{
+	sfs_foldcache_note_add(v->d->folds, dir->dev, dir->ino, name, strlen(name));
+	class_changed(v, dir, name);
+}
+
+void sfs_names_removed(struct sfs_view *v, struct sfs_node *dir, const char *name)
+{
+	sfs_foldcache_note_remove(v->d->folds, dir->dev, dir->ino, name, strlen(name));
+	class_changed(v, dir, name);
+}
+
+void sfs_names_renamed(struct sfs_view *v, struct sfs_node *from_dir, const char *from,
+                       struct sfs_node *to_dir, const char *to)
+{
+	sfs_foldcache_note_rename(v->d->folds, from_dir->dev, from_dir->ino, from, strlen(from),
 	                          to_dir->dev, to_dir->ino, to, strlen(to));
+	class_changed(v, from_dir, from);
+	class_changed(v, to_dir, to);
 }
 
 void sfs_names_dir_gone(struct sfs_daemon *d, dev_t dev, ino_t ino)

@@ -182,6 +182,7 @@ static void reply_entry(struct sfs_view *v, fuse_req_t req, struct fuse_entry_pa
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fuse_entry_param e;
+	bool tracked = false;
 	struct held p = {0};
 	struct sfs_req r;
 	int rc;
@@ -198,10 +199,13 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	rc = lookup_at(&r, p.fd, name, &e);
 	if (rc == -ENOENT) {
 		char alias[NAME_MAX + 1];
-		/* another spelling of the name (casefold views): the kernel keeps this spelling's
-		 * dentry uncached, so no change through any view can leave it stale */
-		if (sfs_policy_resolve(r.view, p.node, p.fd, name, alias, sizeof(alias)) == 0 &&
-		    !(rc = lookup_at(&r, p.fd, alias, &e)))
+		/* another spelling of the name (casefold views); the kernel may keep this spelling's
+		 * dentry, positive or negative, only while names.c tracks it for invalidation */
+		if (sfs_policy_resolve(r.view, p.node, p.fd, name, alias, sizeof(alias)) == 0)
+			rc = lookup_at(&r, p.fd, alias, &e);
+		if (rc == 0 || rc == -ENOENT)
+			tracked = sfs_names_track_spelling(r.view, p.node, name);
+		if (rc == 0 && !tracked)
 			e.entry_timeout = 0;
 	}
 out:
@@ -209,7 +213,7 @@ out:
 	if (rc == -ENOENT) {
 		/* a negative entry the kernel may cache: a create in another view invalidates it */
 		memset(&e, 0, sizeof(e));
-		e.entry_timeout = r.view->negative_timeout;
+		e.entry_timeout = tracked ? r.view->entry_timeout : r.view->negative_timeout;
 		fuse_reply_entry(req, &e);
 	} else if (rc) {
 		reply_err(req, rc);
@@ -464,7 +468,7 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name, enum
 		break;
 	}
 	if (!rc)
-		sfs_names_added(r.view->d, p.node, name);
+		sfs_names_added(r.view, p.node, name);
 	sfs_names_unlock(r.view->d, p.node);
 	if (!rc)
 		rc = finish_create(&r, &p, name, mode, &e);
@@ -529,7 +533,7 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, in
 	victim = node_at(r.view, p.fd, actual, &st);
 	rc = BACKING(&r, unlinkat(p.fd, actual, flags));
 	if (!rc) {
-		sfs_names_removed(r.view->d, p.node, actual);
+		sfs_names_removed(r.view, p.node, actual);
 		if (S_ISDIR(st.st_mode))
 			sfs_names_dir_gone(r.view->d, st.st_dev, st.st_ino);
 	}
@@ -589,9 +593,9 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	if (!rc && !(flags & RENAME_EXCHANGE)) {
 		if (S_ISDIR(vst.st_mode) && !(flags & RENAME_NOREPLACE))
 			sfs_names_dir_gone(r.view->d, vst.st_dev, vst.st_ino);
-		sfs_names_renamed(r.view->d, p.node, from, np.node, to);
+		sfs_names_renamed(r.view, p.node, from, np.node, to);
 		if (flags & RENAME_WHITEOUT)
-			sfs_names_added(r.view->d, p.node, from);
+			sfs_names_added(r.view, p.node, from);
 	}
 	sfs_names_unlock2(r.view->d, p.node, np.node);
 	if (!rc) {
@@ -636,7 +640,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	sfs_names_lock(r.view->d, np.node);
 	rc = BACKING(&r, linkat(AT_FDCWD, path, np.fd, newname, AT_SYMLINK_FOLLOW));
 	if (!rc)
-		sfs_names_added(r.view->d, np.node, newname);
+		sfs_names_added(r.view, np.node, newname);
 	sfs_names_unlock(r.view->d, np.node);
 	if (!rc) {
 		rc = lookup_at(&r, np.fd, newname, &e);
@@ -752,7 +756,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	sfs_names_lock(r.view->d, p.node);
 	fd = BACKING(&r, openat(p.fd, name, flags | O_CREAT | O_EXCL, mode));
 	if (fd >= 0)
-		sfs_names_added(r.view->d, p.node, name);
+		sfs_names_added(r.view, p.node, name);
 	sfs_names_unlock(r.view->d, p.node);
 	if (fd == -EEXIST && !(fi->flags & O_EXCL)) {
 		/* made since the kernel's lookup, by another view: open it as open(2) would */
