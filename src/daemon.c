@@ -157,6 +157,12 @@ static int admissible(struct sfs_daemon *d, const struct sfs_opts *o, char *err,
 		sfs_errf(err, errlen, "rw", "the backing is read-only (use ro)");
 		return -EROFS;
 	}
+	if (o->casefold != SFS_CASEFOLD_OFF && b->mode == SFS_SHARE_EXISTING) {
+		sfs_errf(err, errlen, o->casefold == SFS_CASEFOLD_STRICT ? "casefold=strict" : "casefold",
+		         "needs strictfs to be the backing's only writer; not with share=existing "
+		         "(SPEC §3.4)");
+		return -EINVAL;
+	}
 	if (o->cache == SFS_CACHE_WRITEBACK && d->nviews) {
 		sfs_errf(err, errlen, "cache=writeback",
 		         "%s has other views; writeback caching needs the only view (SPEC §4.3)",

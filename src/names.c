@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "creds.h"
@@ -319,6 +320,29 @@ static struct sfs_folddir *index_of(struct sfs_daemon *d, const struct sfs_node 
 	return fd;
 }
 
+/* While a native mount of the device exists, it writes behind the daemon's back and no index
+ * stays exact: a directory's index is read afresh when this thread last did so more than a
+ * second ago (the views' caches are as short then; see check_shared in daemon.c). */
+static void revalidate_if_shared(struct sfs_daemon *d, const struct sfs_node *dir)
+{
+	static __thread struct {
+		dev_t dev;
+		ino_t ino;
+		time_t at;
+	} fresh;
+	time_t now;
+
+	if (!*d->shared_with)
+		return;
+	now = time(NULL);
+	if (fresh.dev == dir->dev && fresh.ino == dir->ino && now - fresh.at < 1)
+		return;
+	sfs_foldcache_forget(d->folds, dir->dev, dir->ino);
+	fresh.dev = dir->dev;
+	fresh.ino = dir->ino;
+	fresh.at = now;
+}
+
 int sfs_names_fold_lookup(struct sfs_daemon *d, const struct sfs_node *dir, int dirfd,
                           const char *name, char *out, size_t outlen)
 {
@@ -328,6 +352,7 @@ int sfs_names_fold_lookup(struct sfs_daemon *d, const struct sfs_node *dir, int 
 
 	if (strlen(name) > SFS_FOLD_NAME_MAX)
 		return -ENOENT;
+	revalidate_if_shared(d, dir);
 	rc = sfs_foldcache_lookup(d->folds, dir->dev, dir->ino, name, strlen(name), &hit);
 	if (rc == -ENODATA) {
 		if (!(fd = index_of(d, dir, dirfd)))
@@ -353,6 +378,7 @@ bool sfs_names_fold_listed(struct sfs_daemon *d, const struct sfs_node *dir, con
 	dirfd = sfs_fd_get(&d->fdc, (struct sfs_node *)dir);
 	if (dirfd < 0)
 		return true;
+	revalidate_if_shared(d, dir);
 	fd = index_of(d, dir, dirfd);
 	sfs_fd_put(&d->fdc, (struct sfs_node *)dir);
 	if (!fd)

@@ -164,4 +164,32 @@ test_share_mismatch_with_running_daemon_refused() {
 	assert_ok touch "$V/still-works"
 }
 
+test_native_mount_while_serving_is_noticed() {
+	# the kernel checks exclusivity only at creation (kernel-facts §2): root can still mount
+	# the device natively and share the superblock; the daemon notices and says so
+	new_source img
+	local V=$T_DIR/v NAT=$T_DIR/nat
+	view "" "$LOOP" "$V"
+	mkdir "$NAT"
+	need mount "$LOOP" "$NAT"
+	assert_ok wait_until 3 sh -c "'$STRICTFS' status --json | grep -q '\"$NAT\"'"
+	assert_eq "$NAT" "$(daemon_field "$V" '.shared_with | join(",")')" "status: shared_with"
+	echo native >"$NAT/f"
+	assert_ok wait_until 3 sh -c "grep -q native '$V/f'"
+	need umount "$NAT"
+	assert_ok wait_until 3 sh -c "[ -z \"\$('$STRICTFS' status --json | jq -r '.daemons[].shared_with[]?')\" ]"
+	assert_ok touch "$V/g"
+}
+
+test_casefold_refused_with_share_existing() {
+	new_source img
+	local NAT=$T_DIR/nat V=$T_DIR/v
+	mkdir "$NAT" "$V"
+	need mount "$LOOP" "$NAT"
+	assert_refused casefold "$STRICTFS" mount -o share=existing,casefold "$LOOP" "$V"
+	assert_ok "$STRICTFS" mount -o share=existing "$LOOP" "$V"
+	mkdir "$T_DIR/w"
+	assert_refused casefold "$STRICTFS" mount -o share=existing,casefold "$LOOP" "$T_DIR/w"
+}
+
 [[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"
