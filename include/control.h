@@ -30,7 +30,7 @@ struct sfs_msg {
 };
 
 void sfs_msg_init(struct sfs_msg *m, uint16_t type);
-void sfs_msg_free(struct sfs_msg *m); /* frees the buffer and closes received fds */
+void sfs_msg_free(struct sfs_msg *m); /* frees the fields; received descriptors stay the caller's */
 int sfs_msg_add(struct sfs_msg *m, const char *key, const char *value);
 const char *sfs_msg_get(const struct sfs_msg *m, const char *key);
 

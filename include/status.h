@@ -11,8 +11,7 @@ struct sfs_daemon;
 
 json_object *sfs_status_daemon(struct sfs_daemon *d);
 
-/* Prints the human table for a whole status document; filter (a source or mountpoint) may
- * be NULL. */
+/* Prints the human table for a whole status document. */
 void sfs_status_print(json_object *doc);
 
 #endif
