@@ -91,11 +91,34 @@ static int mount_view(const char *source, const char *mp, const struct sfs_opts 
 	return 0;
 }
 
+/* One request to the daemon of key. Returns 0 with the reply (to be freed), or -1 with the
+ * one-line error: the daemon's refusal, or that it did not answer (naming object). */
+static int call_daemon(const char *key, struct sfs_msg *req, struct sfs_msg *rep,
+                       const char *object, char *err, size_t errlen)
+{
+	const char *rc, *msg;
+	int r = sfs_client_call(key, req, rep);
+
+	if (r) {
+		sfs_errf(err, errlen, object, "the daemon did not answer: %s", strerror(-r));
+		return -1;
+	}
+	rc = sfs_msg_get(rep, "rc");
+	if (rc && !strcmp(rc, "0"))
+		return 0;
+	msg = sfs_msg_get(rep, "msg");
+	if (msg)
+		sfs_strlcpy(err, msg, errlen);
+	else
+		sfs_errf(err, errlen, object, "refused by the daemon");
+	sfs_msg_free(rep);
+	return -1;
+}
+
 static int add_view(const char *key, const char *source, const char *mp, const char *options,
                     int fuse_fd, char *err, size_t errlen)
 {
 	struct sfs_msg req, rep;
-	const char *rc, *msg;
 	int ns = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
 	int r;
 
@@ -110,19 +133,11 @@ static int add_view(const char *key, const char *source, const char *mp, const c
 	req.fds[0] = fuse_fd;
 	req.fds[1] = ns;
 	req.nfds = 2;
-	r = sfs_client_call(key, &req, &rep);
+	r = call_daemon(key, &req, &rep, source, err, errlen);
 	sfs_msg_free(&req);
 	close(ns);
-	if (r) {
-		sfs_errf(err, errlen, source, "the daemon did not answer: %s", strerror(-r));
-		return -1;
-	}
-	rc = sfs_msg_get(&rep, "rc");
-	msg = sfs_msg_get(&rep, "msg");
-	r = rc && !strcmp(rc, "0") ? 0 : -1;
-	if (r)
-		sfs_strlcpy(err, msg ? msg : "strictfs: the daemon refused the view", errlen);
-	sfs_msg_free(&rep);
+	if (!r)
+		sfs_msg_free(&rep);
 	return r;
 }
 
@@ -164,7 +179,7 @@ static int remount_call(const char *key, const char *mp, const char *options, bo
                         unsigned long *flags, char *err, size_t errlen)
 {
 	struct sfs_msg req, rep;
-	const char *rc, *msg, *fl;
+	const char *fl;
 	int ns = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC), r;
 
 	sfs_msg_init(&req, SFS_REQ_REMOUNT);
@@ -173,24 +188,17 @@ static int remount_call(const char *key, const char *mp, const char *options, bo
 	sfs_msg_add(&req, "check", check ? "1" : "0");
 	req.fds[0] = ns;
 	req.nfds = ns >= 0;
-	r = sfs_client_call(key, &req, &rep);
+	r = call_daemon(key, &req, &rep, mp, err, errlen);
 	sfs_msg_free(&req);
 	if (ns >= 0)
 		close(ns);
-	if (r) {
-		sfs_errf(err, errlen, mp, "the daemon did not answer: %s", strerror(-r));
-		return -1;
-	}
-	rc = sfs_msg_get(&rep, "rc");
-	msg = sfs_msg_get(&rep, "msg");
-	fl = sfs_msg_get(&rep, "mount_flags");
-	r = rc && !strcmp(rc, "0") ? 0 : -1;
 	if (r)
-		sfs_strlcpy(err, msg ? msg : "strictfs: remount refused", errlen);
-	else if (fl)
+		return r;
+	fl = sfs_msg_get(&rep, "mount_flags");
+	if (fl)
 		*flags = strtoul(fl, NULL, 10);
 	sfs_msg_free(&rep);
-	return r;
+	return 0;
 }
 
 /* The view's source as its mount table entry names it. */

@@ -5,16 +5,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "control.h"
-
-static int failures;
-#define CHECK(c, m)                                                        \
-	do {                                                               \
-		if (!(c)) {                                                \
-			printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, m); \
-			failures++;                                        \
-		}                                                          \
-	} while (0)
 
 struct raw_header {
 	unsigned magic;

@@ -10,20 +10,8 @@
 #include <string.h>
 #include <utf8proc.h>
 
+#include "check.h"
 #include "fold.h"
-
-static int failures, checks;
-
-#define CHECK(cond, ...)                                        \
-	do {                                                    \
-		checks++;                                       \
-		if (!(cond)) {                                  \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-			printf(__VA_ARGS__);                    \
-			printf("\n");                           \
-			failures++;                             \
-		}                                               \
-	} while (0)
 
 #define S(s) s, sizeof(s) - 1
 

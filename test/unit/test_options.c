@@ -3,19 +3,8 @@
 #include <string.h>
 #include <sys/mount.h>
 
+#include "check.h"
 #include "options.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                        \
-	do {                                                    \
-		if (!(cond)) {                                  \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-			printf(__VA_ARGS__);                    \
-			printf("\n");                           \
-			failures++;                             \
-		}                                               \
-	} while (0)
 
 static void refused(const char *opts, const char *needle)
 {
