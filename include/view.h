@@ -23,7 +23,10 @@ struct sfs_view {
 	struct sfs_opts opts;
 	char mountpoint[PATH_MAX];
 	char source[PATH_MAX];
-	int ns_fd;                      /* the requester's mount namespace, to unmount in it */
+	/* The requester's mount namespace, by identity: holding a descriptor of it would keep it
+	 * alive after its last process, and with it a view nobody can reach. */
+	dev_t ns_dev;
+	ino_t ns_ino;
 	pthread_t thread;
 	bool thread_started;
 	atomic_bool ended;              /* the session loop returned (unmounted or aborted) */

@@ -3,10 +3,12 @@
  * thread; each view's session has its own threads (view.c). */
 #include "daemon.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <poll.h>
+#include <sched.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,6 +16,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -32,6 +35,7 @@
 
 #define ERRLEN 1024
 #define SHUTDOWN_WAIT_MS 5000
+#define NAMESPACE_CHECK_MS 2000
 
 void sfs_daemon_wake(struct sfs_daemon *d)
 {
@@ -208,7 +212,6 @@ static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t
 	rc = -ENOMEM;
 	if (!(v = calloc(1, sizeof(*v))))
 		goto fail;
-	v->ns_fd = -1;
 	if ((rc = sfs_opts_parse(optstr, &v->opts, err, errlen)))
 		goto fail;
 	if ((rc = admissible(d, &v->opts, err, errlen)))
@@ -223,8 +226,16 @@ static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t
 	v->slot = slot;
 	strcpy(v->mountpoint, mp);
 	strcpy(v->source, src);
-	v->ns_fd = req->fds[1];
-	req->fds[1] = -1;
+	{
+		struct stat ns;
+		if (fstat(req->fds[1], &ns) < 0) {
+			rc = -errno;
+			sfs_errf(err, errlen, "control", "bad namespace descriptor");
+			goto fail;
+		}
+		v->ns_dev = ns.st_dev;
+		v->ns_ino = ns.st_ino;
+	}
 	sfs_view_set_caching(v, !*d->shared_with && d->backing.mode == SFS_SHARE_EXCLUSIVE);
 	rc = sfs_view_start(v, req->fds[0]);
 	req->fds[0] = -1;
@@ -240,17 +251,14 @@ static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t
 	syslog(LOG_INFO, "%s: view added at %s (-o %s)", d->source, mp, optstr);
 	return 0;
 fail:
-	if (v && v->ns_fd >= 0)
-		close(v->ns_fd);
 	free(v);
 	return rc; /* the requesting strictfs command logs the refusal */
 }
 
-static bool same_namespace(int a, int b)
+static bool in_namespace_of(const struct sfs_view *v, int nsfd)
 {
-	struct stat sa, sb;
-	return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_ino == sb.st_ino &&
-	       sa.st_dev == sb.st_dev;
+	struct stat st;
+	return fstat(nsfd, &st) == 0 && st.st_ino == v->ns_ino && st.st_dev == v->ns_dev;
 }
 
 /* remount: the view's options change in place, or the change is refused by name. */
@@ -270,7 +278,7 @@ static int remount_view(struct sfs_daemon *d, struct sfs_msg *req, unsigned long
 	}
 	for (size_t s = 0; s < SFS_MAX_VIEWS && !v; s++)
 		if (d->views[s] && !strcmp(d->views[s]->mountpoint, mp) &&
-		    same_namespace(d->views[s]->ns_fd, req->fds[0]))
+		    in_namespace_of(d->views[s], req->fds[0]))
 			v = d->views[s];
 	if (!v) {
 		sfs_errf(err, errlen, mp, "not a view of %s", d->source);
@@ -465,16 +473,59 @@ static void check_shared(struct sfs_daemon *d)
 	pthread_rwlock_unlock(&d->views_lock);
 }
 
+/* The daemon lives in the mount namespace of the command that first mounted its source,
+ * perhaps a container's, and its presence keeps that namespace alive. When no other process
+ * is left in it, nobody can reach the views mounted there any more: they are unmounted, as
+ * the namespace's end would have done. */
+static void unmount_unreachable_views(struct sfs_daemon *d)
+{
+	struct stat self;
+	bool alone = true;
+	struct dirent *de;
+	DIR *proc;
+
+	if (stat("/proc/self/ns/mnt", &self) < 0 || !(proc = opendir("/proc")))
+		return;
+	while (alone && (de = readdir(proc))) {
+		char path[300];
+		struct stat st;
+		if (de->d_name[0] < '0' || de->d_name[0] > '9' || atoi(de->d_name) == getpid())
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/ns/mnt", de->d_name);
+		if (stat(path, &st) == 0 && st.st_ino == self.st_ino && st.st_dev == self.st_dev)
+			alone = false;
+	}
+	closedir(proc);
+	if (!alone)
+		return;
+	for (size_t s = 0; s < SFS_MAX_VIEWS; s++) {
+		struct sfs_view *v = d->views[s];
+		if (v && v->ns_ino == self.st_ino && v->ns_dev == self.st_dev) {
+			syslog(LOG_INFO, "%s: no process is left in the mount namespace of %s; unmounting it",
+			       d->source, v->mountpoint);
+			umount2(v->mountpoint, MNT_DETACH | UMOUNT_NOFOLLOW);
+		}
+	}
+}
+
 static void control_loop(struct sfs_daemon *d)
 {
+	long long last_check = 0;
+
 	for (;;) {
 		struct pollfd pf[3] = {{d->listen_fd, POLLIN, 0}, {d->event_fd, POLLIN, 0},
 		                       {d->mountinfo_fd, POLLPRI, 0}};
-		int timeout = d->nviews ? -1 : 200;
+		int timeout = d->nviews ? NAMESPACE_CHECK_MS : 200;
+		struct timespec now;
 		uint64_t n;
 
 		if (poll(pf, 3, timeout) < 0 && errno != EINTR)
 			break;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (d->nviews && now.tv_sec * 1000 + now.tv_nsec / 1000000 - last_check >= NAMESPACE_CHECK_MS) {
+			unmount_unreachable_views(d);
+			last_check = now.tv_sec * 1000 + now.tv_nsec / 1000000;
+		}
 		if (pf[2].revents & (POLLPRI | POLLERR))
 			check_shared(d);
 		if (pf[1].revents & POLLIN && read(d->event_fd, &n, sizeof(n)) < 0)

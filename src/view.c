@@ -3,13 +3,16 @@
  * session adopts the /dev/fuse descriptor it sent. */
 #include "view.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -74,14 +77,41 @@ int sfs_view_start(struct sfs_view *v, int fuse_fd)
 	return 0;
 }
 
+/* A process living in the view's mount namespace, found by the namespace's identity; its
+ * namespace file, opened. -1 when no process lives there any more (the namespace, and the
+ * view with it, are then gone). */
+static int open_namespace_of(const struct sfs_view *v)
+{
+	DIR *proc = opendir("/proc");
+	struct dirent *de;
+	int fd = -1;
+
+	while (proc && fd < 0 && (de = readdir(proc))) {
+		char path[300];
+		struct stat st;
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/ns/mnt", de->d_name);
+		if (stat(path, &st) == 0 && st.st_ino == v->ns_ino && st.st_dev == v->ns_dev)
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+	}
+	if (proc)
+		closedir(proc);
+	return fd;
+}
+
 /* A child enters the view's mount namespace and unmounts it there: the daemon itself stays
  * in its own namespace, and setns is per process for a threaded one. */
 void sfs_view_unmount(const struct sfs_view *v)
 {
-	pid_t pid = fork();
+	int nsfd = open_namespace_of(v);
+	pid_t pid;
 
+	if (nsfd < 0)
+		return;
+	pid = fork();
 	if (pid == 0) {
-		if (v->ns_fd >= 0 && setns(v->ns_fd, CLONE_NEWNS) < 0)
+		if (setns(nsfd, CLONE_NEWNS) < 0)
 			_exit(1);
 		if (umount2(v->mountpoint, UMOUNT_NOFOLLOW) < 0 &&
 		    umount2(v->mountpoint, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
@@ -90,6 +120,7 @@ void sfs_view_unmount(const struct sfs_view *v)
 	}
 	if (pid > 0)
 		waitpid(pid, NULL, 0);
+	close(nsfd);
 }
 
 void sfs_view_finish(struct sfs_view *v)
@@ -100,7 +131,4 @@ void sfs_view_finish(struct sfs_view *v)
 	if (v->se)
 		fuse_session_destroy(v->se);
 	v->se = NULL;
-	if (v->ns_fd >= 0)
-		close(v->ns_fd);
-	v->ns_fd = -1;
 }

@@ -117,6 +117,25 @@ test_sigterm_unmounts_view_in_other_namespace() {
 	assert_ok wait_until 3 no_loop_for "$IMG"
 }
 
+no_daemon_for() { [[ -z $(daemons_for_source "$1") ]]; }
+
+test_view_ends_with_its_namespace() {
+	# a container's view goes when its mount namespace does: the daemon keeps no reference
+	# that would keep the namespace alive (kernel-facts §4.4b), and the last view ends it
+	new_source nsd
+	local N=$T_DIR/nsview
+	mkdir "$N"
+	assert_ok unshare -m --propagation private -- sh -c \
+		"'$STRICTFS' mount '$LOOP' '$N' && echo inside > '$N/f' && test -n \"\$('$STRICTFS' status --json | grep '$N')\""
+	assert_ok not_mounted "$N"
+	assert_ok wait_until 10 no_daemon_for "$LOOP"
+	assert_ok device_free "$LOOP"
+	mkdir "$T_DIR/nat"
+	assert_ok mount "$LOOP" "$T_DIR/nat"
+	assert_eq inside "$(cat "$T_DIR/nat/f")" "the data written in the namespace is there"
+	umount "$T_DIR/nat"
+}
+
 test_daemon_detached_in_own_session() {
 	two_image_views
 	local sid
