@@ -11,6 +11,8 @@
  *   fsops readdir DIR NDIRS NFILES PASSES
  *                                       opendir/readdir/closedir every dNN, PASSES times; checks
  *                                       that each listing has NFILES entries
+ *   fsops lsl     DIR NDIRS NFILES      what ls -l does: readdir every dNN and lstat (fstatat,
+ *                                       AT_SYMLINK_NOFOLLOW) each entry as it is listed
  *   fsops unlink  DIR NDIRS NFILES      unlink() every file, then rmdir() every dNN
  *   fsops mkbig   DIR N                 N empty files in one directory, names big_name(i)
  *   fsops statbig DIR N COUNT SEED exact|rcase
@@ -143,6 +145,40 @@ static int cmd_readdir(const char *dir, long nd, long nf, long passes)
 	return 0;
 }
 
+/* What `ls -l` does: list each directory and lstat every entry in it. */
+static int cmd_lsl(const char *dir, long nd, long nf)
+{
+	char p[4096];
+	struct stat st;
+	double t0 = now();
+	for (long d = 0; d < nd; d++) {
+		snprintf(p, sizeof p, "%s/d%02ld", dir, d);
+		DIR *dp = opendir(p);
+		if (!dp)
+			die("opendir", p);
+		long n = 0;
+		struct dirent *de;
+		errno = 0;
+		while ((de = readdir(dp)) != NULL) {
+			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+				continue;
+			if (fstatat(dirfd(dp), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+				die("fstatat", de->d_name);
+			n++;
+			errno = 0;
+		}
+		if (errno)
+			die("readdir", p);
+		closedir(dp);
+		if (n != nf) {
+			fprintf(stderr, "fsops: lsl %s: %ld entries, expected %ld\n", p, n, nf);
+			exit(1);
+		}
+	}
+	printf("%.6f\n", now() - t0);
+	return 0;
+}
+
 static int cmd_unlink(const char *dir, long nd, long nf)
 {
 	char p[4096];
@@ -256,7 +292,7 @@ static int cmd_excl(const char *dev)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: fsops create|stat|unlink DIR NDIRS NFILES\n"
+	fprintf(stderr, "usage: fsops create|stat|lsl|unlink DIR NDIRS NFILES\n"
 			"       fsops readdir DIR NDIRS NFILES PASSES\n"
 			"       fsops mkbig|rmbig DIR N\n"
 			"       fsops statbig DIR N COUNT SEED exact|rcase\n"
@@ -277,6 +313,8 @@ int main(int argc, char **argv)
 		return cmd_stat(argv[2], num(argv[3]), num(argv[4]));
 	if (strcmp(cmd, "readdir") == 0 && argc == 6)
 		return cmd_readdir(argv[2], num(argv[3]), num(argv[4]), num(argv[5]));
+	if (strcmp(cmd, "lsl") == 0 && argc == 5)
+		return cmd_lsl(argv[2], num(argv[3]), num(argv[4]));
 	if (strcmp(cmd, "unlink") == 0 && argc == 5)
 		return cmd_unlink(argv[2], num(argv[3]), num(argv[4]));
 	if (strcmp(cmd, "mkbig") == 0 && argc == 4)
