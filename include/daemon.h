@@ -48,6 +48,10 @@ struct sfs_daemon {
 /* `strictfs __daemon KEY SOURCE FILE? OPTIONS READY_FD`: the daemon's entry point. */
 int sfs_daemon_main(int argc, char **argv);
 
+/* Whether name in dir is the admin state /.strictfs at the backing root (SPEC §3.5). */
+bool sfs_daemon_is_admin_entry(const struct sfs_daemon *d, const struct sfs_node *dir,
+                               const char *name);
+
 /* Tells the control loop that something changed (a view ended). */
 void sfs_daemon_wake(struct sfs_daemon *d);
 

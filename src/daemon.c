@@ -37,6 +37,13 @@
 #define SHUTDOWN_WAIT_MS 5000
 #define NAMESPACE_CHECK_MS 2000
 
+bool sfs_daemon_is_admin_entry(const struct sfs_daemon *d, const struct sfs_node *dir,
+                               const char *name)
+{
+	return dir->ino == d->backing_root_ino && dir->dev == d->backing.fs_dev &&
+	       !strcmp(name, ".strictfs");
+}
+
 void sfs_daemon_wake(struct sfs_daemon *d)
 {
 	uint64_t one = 1;

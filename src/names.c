@@ -249,11 +249,6 @@ void sfs_names_dir_gone(struct sfs_daemon *d, dev_t dev, ino_t ino)
 	sfs_foldcache_forget(d->folds, dev, ino);
 }
 
-static bool is_admin_entry(struct sfs_daemon *d, const struct sfs_node *dir, const char *name)
-{
-	return dir->ino == d->backing_root_ino && !strcmp(name, ".strictfs");
-}
-
 /* Reads the names of dir; the index is the daemon's, so the directory is read whatever the
  * caller may read (a casefold lookup needs only search permission, as on ext4). */
 static int read_names(struct sfs_daemon *d, const struct sfs_node *dir, int dirfd,
@@ -277,7 +272,7 @@ static int read_names(struct sfs_daemon *d, const struct sfs_node *dir, int dirf
 		goto out;
 	}
 	while ((de = readdir(dp))) {
-		if (is_admin_entry(d, dir, de->d_name))
+		if (sfs_daemon_is_admin_entry(d, dir, de->d_name))
 			continue;
 		if (n == cap) {
 			char **more = realloc(names, (cap *= 2) * sizeof(*names));

@@ -9,23 +9,15 @@
 #include "daemon.h"
 #include "policy.h"
 
-#define ADMIN_DIR ".strictfs"
-
 static int confine_modify(const struct sfs_view *v)
 {
 	return v->opts.ro ? -EROFS : 0;
 }
 
-static bool is_admin_entry(const struct sfs_view *v, const struct sfs_node *dir, const char *name)
-{
-	return dir->ino == v->d->backing_root_ino && dir->dev == v->d->backing.fs_dev &&
-	       !strcmp(name, ADMIN_DIR);
-}
-
 static int confine_name(const struct sfs_view *v, const struct sfs_node *parent, const char *name,
                         bool create)
 {
-	if (!is_admin_entry(v, parent, name))
+	if (!sfs_daemon_is_admin_entry(v->d, parent, name))
 		return 0;
 	return create ? -EPERM : -ENOENT;
 }
@@ -33,7 +25,7 @@ static int confine_name(const struct sfs_view *v, const struct sfs_node *parent,
 static bool confine_dirent_visible(const struct sfs_view *v, const struct sfs_node *dir,
                                    const char *name)
 {
-	return !is_admin_entry(v, dir, name);
+	return !sfs_daemon_is_admin_entry(v->d, dir, name);
 }
 
 const struct sfs_policy sfs_policy_confine = {

@@ -351,6 +351,15 @@ sfs_mount() {
 	return "$rc"
 }
 
+# noacl_and_acl_views NAME: a fresh source (IMG, LOOP) with a noacl view A and an acl view B.
+noacl_and_acl_views() {
+	new_source "$1"
+	A=$T_DIR/a
+	B=$T_DIR/b
+	view noacl "$LOOP" "$A"
+	view acl "$LOOP" "$B"
+}
+
 # mount_view [strictfs mount args] SOURCE MOUNTPOINT: as sfs_mount, dying on failure.
 mount_view() {
 	sfs_mount "$@" || die "strictfs mount $* failed"

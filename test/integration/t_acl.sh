@@ -4,11 +4,7 @@
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 acl_setup() {
-	new_source acl
-	A=$T_DIR/a
-	B=$T_DIR/b
-	view noacl "$LOOP" "$A"
-	view acl "$LOOP" "$B"
+	noacl_and_acl_views acl
 }
 
 _inherit_ops() { # DIR: default ACL inheritance under umask 077; prints modes and ACLs

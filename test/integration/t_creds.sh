@@ -5,11 +5,7 @@
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 creds_setup() {
-	new_source creds
-	A=$T_DIR/a
-	B=$T_DIR/b
-	view noacl "$LOOP" "$A"
-	view acl "$LOOP" "$B"
+	noacl_and_acl_views creds
 	mkdir -m 1777 "$B/pub" || die "mkdir pub"
 	ALICE_GROUP=$(id -gn "$SFS_ALICE")
 }
