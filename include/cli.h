@@ -3,6 +3,7 @@
 #define SFS_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /* Exit statuses of strictfs (SPEC §2). */
 #define SFS_EXIT_OK 0
@@ -15,5 +16,16 @@ int sfs_demo(const char *self);
 
 /* Adds a view; returns 0 or -1 with the one-line error already printed. */
 int sfs_cli_mount(const char *source, const char *mountpoint, const char *options, bool verbose);
+/* `mount -o remount,OPTIONS MOUNTPOINT`: 0 or -1 with the error printed. */
+int sfs_cli_remount(const char *mountpoint, const char *options);
+/* `strictfs quota ...` (quota_cli.c). */
+int sfs_cli_quota(int argc, char **argv);
+/* The source a strictfs view's mount table entry names. */
+bool sfs_cli_view_source(const char *mp, char *src, size_t len);
+struct sfs_msg;
+/* One request to the daemon of key: 0, or -1 with its one-line refusal in err (the reply is
+ * then freed). */
+int sfs_cli_call_daemon(const char *key, struct sfs_msg *req, struct sfs_msg *rep,
+                        const char *object, char *err, size_t errlen);
 
 #endif

@@ -17,6 +17,9 @@ enum sfs_msg_type {
 	SFS_REQ_STOP = 3,     /* unmount every view and exit, as on SIGTERM */
 	SFS_REQ_REMOUNT = 4,  /* fields: mountpoint, options, check ("1": validate only); fd: mnt ns;
 	                         reply: mount_flags (MS_* of the result) */
+	SFS_REQ_QUOTA = 5,    /* fields: op (set, grace, report, check) and its arguments
+	                         (type, id, bsoft, bhard, isoft, ihard, bgrace, igrace,
+	                         mountpoint); reply: json */
 	SFS_REPLY = 100,      /* fields: rc (0 or errno), msg (one error line), more per request */
 };
 

@@ -13,6 +13,7 @@
 #include "fdcache.h"
 #include "inode.h"
 #include "options.h"
+#include "quota.h"
 #include "view.h"
 
 #define SFS_MAX_VIEWS 4096
@@ -43,6 +44,7 @@ struct sfs_daemon {
 	atomic_bool stopping;
 	int mountinfo_fd;                /* POLLPRI when the mount table changes */
 	char shared_with[1024];          /* native mounts of the backing device, comma list */
+	struct sfs_quota quota;          /* usage and limits (quota.h) */
 };
 
 /* `strictfs __daemon KEY SOURCE FILE? OPTIONS READY_FD`: the daemon's entry point. */

@@ -15,6 +15,13 @@
 #define SFS_NODE_MAGIC 0x5346534eu
 #define SFS_HANDLE_MAX 64
 
+/* What one node was last counted as in the quota ledger (quota.h). */
+struct sfs_nodeq {
+	int64_t bytes;   /* st_blocks * 512 */
+	uint32_t uid, gid;
+	bool counted;    /* false once its last link is gone */
+};
+
 struct sfs_view_ref {
 	uint32_t view;   /* view slot */
 	uint64_t count;  /* that view's lookup count */
@@ -37,6 +44,8 @@ struct sfs_node {
 	struct sfs_node *lru_prev, *lru_next;
 	/* Protected by the spellings lock of names.c: */
 	struct sfs_spellset *spellings;  /* casefold spellings kernels may cache under this dir */
+	/* Protected by the node's quota stripe (quota.h): */
+	struct sfs_nodeq q;
 	/* Immutable after creation: */
 	int handle_type;
 	uint8_t handle_len;

@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 enum sfs_df { SFS_DF_BSD, SFS_DF_MINIX };
 enum sfs_share { SFS_SHARE_EXCLUSIVE, SFS_SHARE_EXISTING };
@@ -34,6 +35,10 @@ struct sfs_opts {
 	enum sfs_cache cache;
 	enum sfs_atime atime;
 	enum sfs_casefold casefold;
+	bool usrquota;                  /* enforce user limits (quota, usrquota) */
+	bool grpquota;                  /* enforce group limits (quota, grpquota) */
+	uint64_t size_limit;            /* size=: bytes of the view's tree, 0 for none */
+	uint64_t inode_limit;           /* inodes=: inodes of the view's tree, 0 for none */
 	char subdir[PATH_MAX];          /* normalised, "/" or "/a/b" */
 	unsigned long mount_flags;      /* MS_* for the view's mount(2) */
 	char flag_names[256];           /* the per-mount flags asked for, comma list */
@@ -51,6 +56,9 @@ int sfs_opts_parse(const char *optstr, struct sfs_opts *o, char *err, size_t err
  * share). */
 int sfs_opts_remount(const struct sfs_opts *cur, const char *optstr, struct sfs_opts *o,
                      char *err, size_t errlen);
+
+/* Whether the view enforces any quota limit (quota, usrquota, grpquota, size=, inodes=). */
+bool sfs_opts_enforce_quota(const struct sfs_opts *o);
 
 /* Superblock-only options as one fsconfig-ready comma list. */
 void sfs_opts_sb_string(const struct sfs_opts *o, char *buf, size_t len);

@@ -14,6 +14,7 @@
 
 struct sfs_view;
 struct sfs_node;
+struct sfs_charge;
 
 enum sfs_xattr_op { SFS_XATTR_GET, SFS_XATTR_SET, SFS_XATTR_REMOVE };
 
@@ -51,8 +52,14 @@ struct sfs_policy {
 	               const char *name, char *out, size_t outlen);
 	/* Inode flags (FS_IOC_GETFLAGS) the view adds to the backing's for an inode of type. */
 	unsigned (*inode_flags)(const struct sfs_view *v, mode_t type);
-	/* Adjusts statfs results. */
-	void (*statfs)(const struct sfs_view *v, struct statvfs *st);
+	/* Adjusts statfs results for the caller. */
+	void (*statfs)(const struct sfs_req *r, struct statvfs *st);
+	/* Reserves what a modifying request will add (c's ids and amounts) against the limits
+	 * the view enforces: 0 or -EDQUOT. */
+	int (*charge)(const struct sfs_req *r, struct sfs_charge *c);
+	/* After a change whose cost could not be known beforehand (an xattr): whether the
+	 * view's limits still hold for c's ids; 0 or -EDQUOT (the caller then undoes it). */
+	int (*within)(const struct sfs_req *r, struct sfs_charge *c);
 	/* Extra open(2) flags for a backing file or directory about to be opened (O_NOATIME
 	 * when the view's atime rule says this open must not touch atime). */
 	int (*open_flags)(const struct sfs_view *v, const struct stat *st);
@@ -64,6 +71,7 @@ extern const struct sfs_policy sfs_policy_confine;
 extern const struct sfs_policy sfs_policy_df;
 extern const struct sfs_policy sfs_policy_atime;
 extern const struct sfs_policy sfs_policy_casefold;
+extern const struct sfs_policy sfs_policy_quota;
 
 /* The modules every view runs, in order. */
 extern const struct sfs_policy *const sfs_policies[];
@@ -78,7 +86,9 @@ int sfs_policy_xattr_gate(const struct sfs_req *r, const char *name, enum sfs_xa
 bool sfs_policy_xattr_visible(const struct sfs_req *r, const char *name);
 int sfs_policy_created(const struct sfs_req *r, int dirfd, const char *name, mode_t mode);
 bool sfs_policy_dac_retry(const struct sfs_view *v);
-void sfs_policy_statfs(const struct sfs_view *v, struct statvfs *st);
+void sfs_policy_statfs(const struct sfs_req *r, struct statvfs *st);
+int sfs_policy_charge(const struct sfs_req *r, struct sfs_charge *c);
+int sfs_policy_within(const struct sfs_req *r, struct sfs_charge *c);
 int sfs_policy_resolve(const struct sfs_view *v, const struct sfs_node *dir, int dirfd,
                        const char *name, char *out, size_t outlen);
 unsigned sfs_policy_inode_flags(const struct sfs_view *v, mode_t type);

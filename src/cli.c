@@ -35,12 +35,15 @@ static void usage(FILE *out)
 	      " strictfs mount [-o OPTIONS] SOURCE MOUNTPOINT   add a view of SOURCE\n"
 	      " strictfs umount MOUNTPOINT                      remove a view\n"
 	      " strictfs status [SOURCE|MOUNTPOINT] [--json]    daemons, backings and views\n"
+	      " strictfs quota set|grace|report|check SOURCE ... usage and limits; see\n"
+	      "                                                 'strictfs quota --help'\n"
 	      " strictfs demo                                   the seed scenario, end to end\n"
 	      "\nOptions:\n"
 	      " -o, --options LIST   view options (acl, noacl, user_xattr, nouser_xattr, ro, rw,\n"
 	      "                      subdir=PATH, bsddf, minixdf, nosuid, nodev, noexec, noatime,\n"
 	      "                      relatime, strictatime, nodiratime, nosymfollow, cache=,\n"
-	      "                      share=, ext4 superblock options); see strictfs(8)\n"
+	      "                      share=, quota, usrquota, grpquota, noquota, size=, inodes=,\n"
+	      "                      ext4 superblock options); see strictfs(8)\n"
 	      " -h, --help           display this help\n"
 	      " -V, --version        display version\n",
 	      out);
@@ -93,8 +96,8 @@ static int mount_view(const char *source, const char *mp, const struct sfs_opts 
 
 /* One request to the daemon of key. Returns 0 with the reply (to be freed), or -1 with the
  * one-line error: the daemon's refusal, or that it did not answer (naming object). */
-static int call_daemon(const char *key, struct sfs_msg *req, struct sfs_msg *rep,
-                       const char *object, char *err, size_t errlen)
+int sfs_cli_call_daemon(const char *key, struct sfs_msg *req, struct sfs_msg *rep,
+                        const char *object, char *err, size_t errlen)
 {
 	const char *rc, *msg;
 	int r = sfs_client_call(key, req, rep);
@@ -133,7 +136,7 @@ static int add_view(const char *key, const char *source, const char *mp, const c
 	req.fds[0] = fuse_fd;
 	req.fds[1] = ns;
 	req.nfds = 2;
-	r = call_daemon(key, &req, &rep, source, err, errlen);
+	r = sfs_cli_call_daemon(key, &req, &rep, source, err, errlen);
 	sfs_msg_free(&req);
 	close(ns);
 	if (!r)
@@ -188,7 +191,7 @@ static int remount_call(const char *key, const char *mp, const char *options, bo
 	sfs_msg_add(&req, "check", check ? "1" : "0");
 	req.fds[0] = ns;
 	req.nfds = ns >= 0;
-	r = call_daemon(key, &req, &rep, mp, err, errlen);
+	r = sfs_cli_call_daemon(key, &req, &rep, mp, err, errlen);
 	sfs_msg_free(&req);
 	if (ns >= 0)
 		close(ns);
@@ -202,7 +205,7 @@ static int remount_call(const char *key, const char *mp, const char *options, bo
 }
 
 /* The view's source as its mount table entry names it. */
-static bool view_source(const char *mp, char *src, size_t len)
+bool sfs_cli_view_source(const char *mp, char *src, size_t len)
 {
 	struct libmnt_table *tb = mnt_new_table_from_file("/proc/self/mountinfo");
 	struct libmnt_fs *fs = tb ? mnt_table_find_target(tb, mp, MNT_ITER_BACKWARD) : NULL;
@@ -217,7 +220,7 @@ static bool view_source(const char *mp, char *src, size_t len)
 
 /* remount: the daemon validates the change (and refuses by name what cannot change live),
  * the kernel's per-mount flags change with mount_setattr, then the daemon applies it. */
-static int cli_remount(const char *mountpoint, const char *options)
+int sfs_cli_remount(const char *mountpoint, const char *options)
 {
 	char err[ERRLEN] = "", mp[PATH_MAX], src[PATH_MAX], key[128], path[PATH_MAX];
 	unsigned long flags = 0;
@@ -228,7 +231,7 @@ static int cli_remount(const char *mountpoint, const char *options)
 		sfs_errf(err, sizeof(err), mountpoint, "%s", strerror(errno));
 		goto fail;
 	}
-	if (!view_source(mp, src, sizeof(src))) {
+	if (!sfs_cli_view_source(mp, src, sizeof(src))) {
 		sfs_errf(err, sizeof(err), mp, "not a strictfs view");
 		goto fail;
 	}
@@ -259,7 +262,7 @@ int sfs_cli_mount(const char *source, const char *mountpoint, const char *option
 	if (sfs_opts_parse(options, &o, err, sizeof(err)))
 		goto fail;
 	if (o.remount)
-		return cli_remount(mountpoint, options);
+		return sfs_cli_remount(mountpoint, options);
 	if (sfs_source_key(source, key, sizeof(key), path, sizeof(path), &is_file, err, sizeof(err)))
 		goto fail;
 	if (check_mountpoint(mountpoint, mp, err, sizeof(err)) || ensure_rundir(err, sizeof(err)))
@@ -374,7 +377,7 @@ static int cmd_umount(int argc, char **argv)
 		print_err(err);
 		return SFS_EXIT_FAIL;
 	}
-	if (!view_source(mp, src, sizeof(src))) {
+	if (!sfs_cli_view_source(mp, src, sizeof(src))) {
 		sfs_errf(err, sizeof(err), mp, "not a strictfs view");
 		print_err(err);
 		return SFS_EXIT_FAIL;
@@ -470,6 +473,8 @@ int sfs_cli_main(int argc, char **argv)
 		return cmd_umount(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "status"))
 		return cmd_status(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "quota"))
+		return sfs_cli_quota(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "demo"))
 		return sfs_demo("/proc/self/exe");
 	return usage_error("%s: unknown command", argv[1]);

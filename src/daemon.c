@@ -354,6 +354,69 @@ static void reply(int conn, int rc, const char *msg, const char *json)
 	reply_fields(conn, rc, msg, "json", json);
 }
 
+/* Reads the optional limit fields of a quota set request; false on a malformed value. */
+static bool limit_fields(const struct sfs_msg *req, uint64_t soft[SFS_QNRES],
+                         uint64_t hard[SFS_QNRES], unsigned *which)
+{
+	static const struct { const char *key; unsigned bit; bool hard; int res; } f[] = {
+		{"bsoft", SFS_QSET_BSOFT, false, SFS_QBYTES}, {"bhard", SFS_QSET_BHARD, true, SFS_QBYTES},
+		{"isoft", SFS_QSET_ISOFT, false, SFS_QINODES}, {"ihard", SFS_QSET_IHARD, true, SFS_QINODES}};
+	unsigned long long v;
+
+	*which = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(f); i++) {
+		const char *s = sfs_msg_get(req, f[i].key);
+		if (!s)
+			continue;
+		if (!sfs_parse_uint(s, &v) || v > INT64_MAX)
+			return false;
+		(f[i].hard ? hard : soft)[f[i].res] = v;
+		*which |= f[i].bit;
+	}
+	return true;
+}
+
+/* `strictfs quota set|grace|report|check`: rc, and a JSON answer for report and check. */
+static int quota_request(struct sfs_daemon *d, const struct sfs_msg *req, json_object **out,
+                         char *err, size_t errlen)
+{
+	const char *op = sfs_msg_get(req, "op"), *type = sfs_msg_get(req, "type");
+	const char *id = sfs_msg_get(req, "id");
+	uint64_t soft[SFS_QNRES] = {0}, hard[SFS_QNRES] = {0};
+	unsigned long long n;
+	unsigned which;
+
+	if (op && !strcmp(op, "report")) {
+		*out = sfs_quota_report(&d->quota);
+		return 0;
+	}
+	if (op && !strcmp(op, "check")) {
+		bool same;
+		*out = sfs_quota_check(&d->quota, &same);
+		json_object_object_add(*out, "same", json_object_new_boolean(same));
+		return 0;
+	}
+	if (op && !strcmp(op, "set") && type && id && sfs_parse_uint(id, &n) && n < UINT32_MAX &&
+	    (!strcmp(type, "user") || !strcmp(type, "group")) && limit_fields(req, soft, hard, &which))
+		return sfs_quota_set(&d->quota, strcmp(type, "user") ? SFS_QGRP : SFS_QUSR, (uint32_t)n,
+		                     soft, hard, which, err, errlen) ? -EINVAL : 0;
+	if (op && !strcmp(op, "grace")) {
+		time_t grace[SFS_QNRES] = {0, 0};
+		const char *b = sfs_msg_get(req, "bgrace"), *i = sfs_msg_get(req, "igrace");
+		which = 0;
+		if (b && sfs_parse_duration(b, &grace[SFS_QBYTES]))
+			which |= SFS_QSET_BGRACE;
+		if (i && sfs_parse_duration(i, &grace[SFS_QINODES]))
+			which |= SFS_QSET_IGRACE;
+		if ((b && !(which & SFS_QSET_BGRACE)) || (i && !(which & SFS_QSET_IGRACE)))
+			goto malformed;
+		return sfs_quota_set_grace(&d->quota, grace, which, err, errlen) ? -EINVAL : 0;
+	}
+malformed:
+	sfs_errf(err, errlen, "control", "malformed quota request");
+	return -EPROTO;
+}
+
 static void serve_connection(struct sfs_daemon *d, int conn)
 {
 	struct timeval tv = {2, 0};
@@ -396,6 +459,14 @@ static void serve_connection(struct sfs_daemon *d, int conn)
 		rc = remount_view(d, &req, &flags, err, sizeof(err));
 		snprintf(num, sizeof(num), "%lu", flags);
 		reply_fields(conn, rc, rc ? err : NULL, "mount_flags", num);
+		break;
+	}
+	case SFS_REQ_QUOTA: {
+		json_object *o = NULL;
+		rc = quota_request(d, &req, &o, err, sizeof(err));
+		reply(conn, rc, rc ? err : NULL,
+		      o ? json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN) : NULL);
+		json_object_put(o);
 		break;
 	}
 	case SFS_REQ_STOP:
@@ -538,6 +609,7 @@ static void control_loop(struct sfs_daemon *d)
 		if (pf[1].revents & POLLIN && read(d->event_fd, &n, sizeof(n)) < 0)
 			syslog(LOG_WARNING, "eventfd: %m");
 		reap_ended_views(d);
+		sfs_quota_flush(&d->quota);
 		if (atomic_load(&d->stopping)) {
 			unmount_all(d);
 			if (d->nviews == 0)
@@ -601,6 +673,8 @@ static int setup(struct sfs_daemon *d, const char *optstr, char *err, size_t err
 		return -1;
 	}
 	d->backing_root_ino = st.st_ino;
+	if (sfs_quota_start(d, &d->quota, err, errlen))
+		return -1;
 	if (sfs_names_init(d)) {
 		sfs_errf(err, errlen, d->source, "out of memory");
 		return -1;
@@ -626,6 +700,7 @@ static void teardown(struct sfs_daemon *d)
 		unlink(path);
 		close(d->listen_fd);
 	}
+	sfs_quota_stop(&d->quota);
 	sfs_coh_stop(d);
 	sfs_names_destroy(d);
 	if (d->itab.buckets)

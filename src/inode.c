@@ -2,6 +2,8 @@
  * here walks the table on the request path. */
 #include "inode.h"
 
+#include "quota.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +134,7 @@ static int make_node(int fd, const struct stat *st, struct sfs_node **out)
 	n->dev = st->st_dev;
 	n->ino = st->st_ino;
 	n->fd = -1;
+	sfs_quota_node_init(&n->q, st);
 	n->handle_type = h.fh.handle_type;
 	n->handle_len = h.fh.handle_bytes;
 	memcpy(n->handle, h.fh.f_handle, h.fh.handle_bytes);

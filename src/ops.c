@@ -25,6 +25,7 @@
 #include "fdcache.h"
 #include "names.h"
 #include "policy.h"
+#include "quota.h"
 
 #define SETATTR_SUID_BITS (S_ISUID | S_ISGID)
 
@@ -75,6 +76,36 @@ static int begin(fuse_req_t req, struct sfs_req *r)
 	r->ctx = fuse_req_ctx(req);
 	atomic_fetch_add_explicit(&r->view->requests, 1, memory_order_relaxed);
 	return sfs_creds_enter(req);
+}
+
+static struct sfs_quota *ledger(const struct sfs_req *r)
+{
+	return &r->view->d->quota;
+}
+
+static struct sfs_quota *req_ledger(fuse_req_t req)
+{
+	return &((struct sfs_view *)fuse_req_userdata(req))->d->quota;
+}
+
+/* Reserves what a request will add for objects of uid:gid against the view's limits: 0, or
+ * -EDQUOT. c was begun by sfs_charge_begin. */
+static int charge(struct sfs_req *r, struct sfs_charge *c, uint32_t uid, uint32_t gid,
+                  int64_t bytes, int64_t inodes)
+{
+	c->id[SFS_QUSR] = uid;
+	c->id[SFS_QGRP] = gid;
+	c->amount[SFS_QBYTES] = bytes;
+	c->amount[SFS_QINODES] = inodes;
+	return sfs_policy_charge(r, c);
+}
+
+/* New blocks an allocation in a file would need; worked out only where a limit is enforced,
+ * as it costs a FIEMAP. */
+static int64_t alloc_cost(struct sfs_req *r, int fd, off_t off, off_t len)
+{
+	return sfs_opts_enforce_quota(&r->view->opts) ? sfs_quota_alloc_bytes(ledger(r), fd, off, len)
+	                                              : 0;
 }
 
 static void reply_err(fuse_req_t req, int rc)
@@ -330,15 +361,37 @@ static int set_times(struct sfs_req *r, struct held *h, const struct stat *attr,
 	return BACKING(r, utimensat(h->fd, "", ts, AT_EMPTY_PATH));
 }
 
+/* A chown moves the node's blocks and inode to the new owner: charged to the ids that change. */
+static int charge_chown(struct sfs_req *r, struct sfs_charge *c, struct held *h,
+                        const struct stat *attr, int valid)
+{
+	uint32_t uid = h->node->q.uid, gid = h->node->q.gid;
+
+	if ((valid & FUSE_SET_ATTR_UID) && attr->st_uid != uid)
+		uid = attr->st_uid;
+	else
+		c->skip |= SFS_CHARGE_USR;
+	if ((valid & FUSE_SET_ATTR_GID) && attr->st_gid != gid)
+		gid = attr->st_gid;
+	else
+		c->skip |= SFS_CHARGE_GRP;
+	c->skip |= SFS_CHARGE_TOTAL; /* the backing's total does not change */
+	return charge(r, c, uid, gid, h->node->q.bytes, h->node->q.counted);
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
                        struct fuse_file_info *fi)
 {
 	struct held h = {0};
+	struct sfs_charge c;
 	struct sfs_req r;
 	struct stat st;
 	int rc;
 
+	sfs_charge_begin(req_ledger(req), &c);
 	if ((rc = begin(req, &r)) || (rc = sfs_policy_modify(r.view)) || (rc = hold(r.view, ino, &h)))
+		goto out;
+	if ((valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) && (rc = charge_chown(&r, &c, &h, attr, valid)))
 		goto out;
 	if ((valid & FUSE_SET_ATTR_MODE) && (rc = set_mode(&r, &h, attr->st_mode)))
 		goto out;
@@ -358,6 +411,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
 		goto out;
 	rc = stat_fd(h.fd, &st);
 out:
+	if (h.node && (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID | FUSE_SET_ATTR_SIZE)))
+		sfs_quota_sync(ledger(&r), h.node, NULL, h.fd);
+	sfs_charge_end(&c);
 	if (h.node) {
 		if (valid & FUSE_SET_ATTR_SIZE)
 			sfs_coh_data(r.view, h.node, 0, 0);
@@ -402,6 +458,9 @@ static int finish_create(struct sfs_req *r, struct held *p, const char *name, mo
 
 	if (!rc)
 		rc = lookup_at(r, p->fd, name, e);
+	if (!rc)
+		sfs_quota_created(ledger(r), sfs_node_of(r->view, e->ino), &e->attr);
+	sfs_quota_sync(ledger(r), p->node, NULL, p->fd); /* the directory may have grown */
 	sfs_coh_name(r->view, p->node, name);
 	sfs_coh_attr(r->view, p->node);
 	sfs_coh_flush(r->view);
@@ -445,16 +504,37 @@ static int check_new_name(struct sfs_req *r, struct held *p, const char *name)
 
 enum make_kind { MAKE_NODE, MAKE_DIR, MAKE_SYMLINK };
 
+/* A new object costs an inode, charged to the caller and to the group it will get (the
+ * directory's, under a set-group-ID directory), and the blocks ext4 gives it at birth: one
+ * for a directory and for a symlink too long to live in the inode. */
+static int charge_new(struct sfs_req *r, struct sfs_charge *c, struct held *p,
+                      enum make_kind kind, const char *target)
+{
+	int64_t bytes = 0;
+	gid_t gid = r->ctx->gid;
+	struct stat st;
+
+	if (!sfs_opts_enforce_quota(&r->view->opts))
+		return 0;
+	if (stat_fd(p->fd, &st) == 0 && (st.st_mode & S_ISGID))
+		gid = st.st_gid;
+	if (kind == MAKE_DIR || (kind == MAKE_SYMLINK && strlen(target) >= 60))
+		bytes = ledger(r)->bsize;
+	return charge(r, c, r->ctx->uid, gid, bytes, 1);
+}
+
 static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name, enum make_kind kind,
                        mode_t mode, dev_t rdev, const char *target)
 {
 	struct fuse_entry_param e;
+	struct sfs_charge c;
 	struct held p = {0};
 	struct sfs_req r;
 	int rc;
 
+	sfs_charge_begin(req_ledger(req), &c);
 	if ((rc = begin_dir_change(req, &r, parent, name, true, &p)) ||
-	    (rc = check_new_name(&r, &p, name)))
+	    (rc = check_new_name(&r, &p, name)) || (rc = charge_new(&r, &c, &p, kind, target)))
 		goto out;
 	sfs_names_lock(r.view->d, p.node);
 	switch (kind) {
@@ -474,6 +554,7 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name, enum
 	if (!rc)
 		rc = finish_create(&r, &p, name, mode, &e);
 out:
+	sfs_charge_end(&c);
 	unhold(r.view, &p);
 	if (rc)
 		reply_err(req, rc);
@@ -496,15 +577,36 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 	make_entry(req, parent, name, MAKE_SYMLINK, S_IFLNK | 0777, 0, link);
 }
 
-/* The node a name in a directory refers to, if the table knows it. The caller's view holds
- * a lookup on it while the kernel is inside unlink/rename of it, so it stays valid. */
-static struct sfs_node *node_at(struct sfs_view *v, int dirfd, const char *name, struct stat *st)
+/* An object a request may unlink or replace: held open (O_PATH) across the change, so that
+ * the ledger learns afterwards whether its last link went. */
+struct victim {
+	int fd;
+	struct sfs_node *node; /* if the table knows it; the caller's view holds a lookup on it
+	                          while the kernel is inside unlink/rename of it */
+	struct sfs_nodeq was;
+	struct stat st;
+};
+
+static void victim_open(struct sfs_view *v, int dirfd, const char *name, struct victim *vi)
 {
-	if (fstatat(dirfd, name, st, AT_SYMLINK_NOFOLLOW) < 0) {
-		st->st_mode = 0;
-		return NULL;
+	vi->fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (vi->fd < 0 || fstat(vi->fd, &vi->st) < 0) {
+		vi->st.st_mode = 0;
+		vi->node = NULL;
+		return;
 	}
-	return sfs_itab_find(&v->d->itab, st->st_dev, st->st_ino);
+	vi->node = sfs_itab_find(&v->d->itab, vi->st.st_dev, vi->st.st_ino);
+	sfs_quota_node_init(&vi->was, &vi->st);
+}
+
+/* After the change (done or not): the ledger follows, the descriptor goes. */
+static void victim_close(struct sfs_view *v, struct victim *vi)
+{
+	if (vi->fd < 0)
+		return;
+	sfs_quota_sync(&v->d->quota, vi->node, &vi->was, vi->fd);
+	close(vi->fd);
+	vi->fd = -1;
 }
 
 /* After a change made under another spelling than the backing's, the caller's own view may
@@ -519,35 +621,38 @@ static void drop_own_spelling(struct sfs_req *r, struct held *p, const char *ask
 
 static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, int flags)
 {
-	struct sfs_node *victim = NULL;
+	struct victim vi = {.fd = -1};
 	char buf[NAME_MAX + 1];
 	const char *actual;
-	struct stat st;
+	struct sfs_charge c;
 	struct held p = {0};
 	struct sfs_req r;
 	int rc;
 
+	sfs_charge_begin(req_ledger(req), &c);
 	if ((rc = begin_dir_change(req, &r, parent, name, false, &p)))
 		goto out;
 	actual = backing_spelling(&r, &p, name, buf, sizeof(buf));
 	sfs_names_lock(r.view->d, p.node);
-	victim = node_at(r.view, p.fd, actual, &st);
+	victim_open(r.view, p.fd, actual, &vi);
 	rc = BACKING(&r, unlinkat(p.fd, actual, flags));
 	if (!rc) {
 		sfs_names_removed(r.view, p.node, actual);
-		if (S_ISDIR(st.st_mode))
-			sfs_names_dir_gone(r.view->d, st.st_dev, st.st_ino);
+		if (S_ISDIR(vi.st.st_mode))
+			sfs_names_dir_gone(r.view->d, vi.st.st_dev, vi.st.st_ino);
 	}
 	sfs_names_unlock(r.view->d, p.node);
+	victim_close(r.view, &vi);
 	if (!rc) {
 		sfs_coh_name(r.view, p.node, actual);
 		sfs_coh_attr(r.view, p.node);
-		if (victim)
-			sfs_coh_attr(r.view, victim);
+		if (vi.node)
+			sfs_coh_attr(r.view, vi.node);
 		drop_own_spelling(&r, &p, name, actual);
 		sfs_coh_flush(r.view);
 	}
 out:
+	sfs_charge_end(&c);
 	unhold(r.view, &p);
 	reply_err(req, rc);
 }
@@ -565,14 +670,15 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
                       const char *newname, unsigned int flags)
 {
-	struct sfs_node *moved = NULL, *victim = NULL;
+	struct victim moved = {.fd = -1}, victim = {.fd = -1};
 	char buf[NAME_MAX + 1], nbuf[NAME_MAX + 1];
 	struct held p = {0}, np = {0};
 	const char *from, *to;
-	struct stat mst, vst;
+	struct sfs_charge c;
 	struct sfs_req r;
 	int rc;
 
+	sfs_charge_begin(req_ledger(req), &c);
 	if ((rc = begin(req, &r)) || (rc = sfs_policy_modify(r.view)))
 		goto out;
 	rc = -EINVAL;
@@ -588,17 +694,21 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	from = backing_spelling(&r, &p, name, buf, sizeof(buf));
 	to = backing_spelling(&r, &np, newname, nbuf, sizeof(nbuf));
 	sfs_names_lock2(r.view->d, p.node, np.node);
-	moved = node_at(r.view, p.fd, from, &mst);
-	victim = node_at(r.view, np.fd, to, &vst);
+	victim_open(r.view, p.fd, from, &moved);
+	victim_open(r.view, np.fd, to, &victim);
 	rc = BACKING(&r, renameat2(p.fd, from, np.fd, to, flags));
 	if (!rc && !(flags & RENAME_EXCHANGE)) {
-		if (S_ISDIR(vst.st_mode) && !(flags & RENAME_NOREPLACE))
-			sfs_names_dir_gone(r.view->d, vst.st_dev, vst.st_ino);
+		if (S_ISDIR(victim.st.st_mode) && !(flags & RENAME_NOREPLACE))
+			sfs_names_dir_gone(r.view->d, victim.st.st_dev, victim.st.st_ino);
 		sfs_names_renamed(r.view, p.node, from, np.node, to);
 		if (flags & RENAME_WHITEOUT)
 			sfs_names_added(r.view, p.node, from);
 	}
 	sfs_names_unlock2(r.view->d, p.node, np.node);
+	victim_close(r.view, &moved);
+	victim_close(r.view, &victim);
+	if (!rc)
+		sfs_quota_sync(ledger(&r), np.node, NULL, np.fd); /* the directory may have grown */
 	if (!rc) {
 		sfs_coh_name(r.view, p.node, from);
 		sfs_coh_name(r.view, np.node, to);
@@ -607,13 +717,14 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 		sfs_coh_attr(r.view, p.node);
 		if (np.node != p.node)
 			sfs_coh_attr(r.view, np.node);
-		if (moved)
-			sfs_coh_attr(r.view, moved);
-		if (victim)
-			sfs_coh_attr(r.view, victim);
+		if (moved.node)
+			sfs_coh_attr(r.view, moved.node);
+		if (victim.node)
+			sfs_coh_attr(r.view, victim.node);
 		sfs_coh_flush(r.view);
 	}
 out:
+	sfs_charge_end(&c);
 	unhold(r.view, &np);
 	unhold(r.view, &p);
 	reply_err(req, rc);
@@ -623,10 +734,12 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 {
 	struct fuse_entry_param e;
 	struct held h = {0}, np = {0};
+	struct sfs_charge c;
 	struct sfs_req r;
 	char path[40];
 	int rc;
 
+	sfs_charge_begin(req_ledger(req), &c);
 	if ((rc = begin(req, &r)) || (rc = sfs_policy_modify(r.view)))
 		goto out;
 	rc = -EINVAL;
@@ -645,12 +758,14 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	sfs_names_unlock(r.view->d, np.node);
 	if (!rc) {
 		rc = lookup_at(&r, np.fd, newname, &e);
+		sfs_quota_sync(ledger(&r), np.node, NULL, np.fd); /* the directory may have grown */
 		sfs_coh_name(r.view, np.node, newname);
 		sfs_coh_attr(r.view, np.node);
 		sfs_coh_attr(r.view, h.node);
 		sfs_coh_flush(r.view);
 	}
 out:
+	sfs_charge_end(&c);
 	unhold(r.view, &np);
 	unhold(r.view, &h);
 	if (rc)
@@ -716,9 +831,12 @@ static int new_file(struct sfs_view *v, int fd, struct fuse_file_info *fi)
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct held h = {0};
+	struct sfs_charge c = {0};
 	struct sfs_req r;
 	int fd = -1, rc;
 
+	if (fi->flags & O_TRUNC)
+		sfs_charge_begin(req_ledger(req), &c);
 	if ((rc = begin(req, &r)) || (rc = hold(r.view, ino, &h)))
 		goto out;
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))
@@ -727,10 +845,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fd = open_node(&r, &h, backing_open_flags(r.view, fi->flags));
 	rc = fd < 0 ? fd : new_file(r.view, fd, fi);
 	if (!rc && (fi->flags & O_TRUNC)) {
+		sfs_quota_sync(ledger(&r), h.node, NULL, h.fd);
 		sfs_coh_data(r.view, h.node, 0, 0);
 		sfs_coh_flush(r.view);
 	}
 out:
+	if (c.entered)
+		sfs_charge_end(&c);
 	unhold(r.view, &h);
 	if (rc)
 		reply_err(req, rc);
@@ -743,6 +864,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 {
 	struct fuse_entry_param e;
 	char buf[NAME_MAX + 1];
+	struct sfs_charge c;
 	struct held p = {0};
 	struct sfs_req r;
 	bool made = true;
@@ -750,7 +872,9 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	int fd = -1, rc;
 	int flags;
 
-	if ((rc = begin_dir_change(req, &r, parent, name, true, &p)))
+	sfs_charge_begin(req_ledger(req), &c);
+	if ((rc = begin_dir_change(req, &r, parent, name, true, &p)) ||
+	    (rc = charge_new(&r, &c, &p, MAKE_NODE, NULL)))
 		goto out;
 	flags = backing_open_flags(r.view, fi->flags) | O_NOFOLLOW;
 	/* the name, or the member of its class that exists under another spelling */
@@ -772,12 +896,16 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	proc_path(path, fd);
 	rc = open(path, O_PATH | O_CLOEXEC);
 	rc = rc < 0 ? -errno : entry_from_fd(r.view, rc, &e);
+	if (!rc && made)
+		sfs_quota_created(ledger(&r), sfs_node_of(r.view, e.ino), &e.attr);
+	sfs_quota_sync(ledger(&r), p.node, NULL, p.fd); /* the directory may have grown */
 	sfs_coh_name(r.view, p.node, name);
 	sfs_coh_attr(r.view, p.node);
 	sfs_coh_flush(r.view);
 	if (!rc && (rc = new_file(r.view, fd, fi)))
 		fd = -1;
 out:
+	sfs_charge_end(&c);
 	unhold(r.view, &p);
 	if (rc) {
 		if (fd >= 0)
@@ -829,14 +957,20 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
                          struct fuse_file_info *fi)
 {
 	struct sfs_file *f = (struct sfs_file *)(uintptr_t)fi->fh;
-	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in));
+	size_t size = fuse_buf_size(in);
+	struct fuse_bufvec out = FUSE_BUFVEC_INIT(size);
+	struct sfs_node *node;
+	struct sfs_charge c;
 	struct sfs_req r;
 	ssize_t n;
 	int rc;
 
+	sfs_charge_begin(req_ledger(req), &c);
 	/* as the caller: the backing clears set-id bits on write unless the writer may keep them */
-	if ((rc = begin(req, &r))) {
-		reply_err(req, rc);
+	if ((rc = begin(req, &r)) || !(node = sfs_node_of(r.view, ino)) ||
+	    (rc = charge(&r, &c, node->q.uid, node->q.gid, alloc_cost(&r, f->fd, off, size), 0))) {
+		sfs_charge_end(&c);
+		reply_err(req, rc ? rc : -EINVAL);
 		return;
 	}
 	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
@@ -844,12 +978,11 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	out.buf[0].pos = off;
 	n = f->direct ? write_direct(f->fd, in, off) : fuse_buf_copy(&out, in, 0);
 	if (n > 0) {
-		struct sfs_node *node = sfs_node_of(r.view, ino);
-		if (node) {
-			sfs_coh_data(r.view, node, off, n);
-			sfs_coh_flush(r.view);
-		}
+		sfs_quota_sync(ledger(&r), node, NULL, f->fd);
+		sfs_coh_data(r.view, node, off, n);
+		sfs_coh_flush(r.view);
 	}
+	sfs_charge_end(&c);
 	if (n < 0)
 		reply_err(req, n);
 	else
@@ -880,11 +1013,16 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
+	struct sfs_view *v = fuse_req_userdata(req);
 	struct sfs_file *f = (struct sfs_file *)(uintptr_t)fi->fh;
 	int rc = datasync ? fdatasync(f->fd) : fsync(f->fd);
+	struct sfs_node *node = sfs_node_of(v, ino);
 
-	(void)ino;
-	reply_err(req, rc < 0 ? -errno : 0);
+	rc = rc < 0 ? -errno : 0;
+	/* writeback may have allocated extent blocks the last write could not see */
+	if (node)
+		sfs_quota_sync(&v->d->quota, node, NULL, f->fd);
+	reply_err(req, rc);
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -1044,19 +1182,19 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fus
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
-	struct sfs_view *v = fuse_req_userdata(req);
 	struct statvfs st;
 	struct held h = {0};
+	struct sfs_req r;
 	int rc;
 
-	if (!(rc = hold(v, ino, &h)))
+	if (!(rc = begin(req, &r)) && !(rc = hold(r.view, ino, &h)))
 		rc = fstatvfs(h.fd, &st) < 0 ? -errno : 0;
-	unhold(v, &h);
+	unhold(r.view, &h);
 	if (rc) {
 		reply_err(req, rc);
 		return;
 	}
-	sfs_policy_statfs(v, &st);
+	sfs_policy_statfs(&r, &st);
 	fuse_reply_statfs(req, &st);
 }
 
@@ -1068,14 +1206,51 @@ static bool valid_xattr_name(const char *name)
 	return n > 0 && n <= XATTR_NAME_MAX;
 }
 
+/* Whether an xattr lands in the inode or needs a block of its own is ext4's to know: in a
+ * view that enforces limits the change is made, the limits checked, and undone if passed. */
+static int set_xattr_within(struct sfs_req *r, struct sfs_charge *c, struct held *h,
+                            const char *path, const char *name, const char *value, size_t size,
+                            int flags)
+{
+	ssize_t oldlen = -1;
+	char *old = NULL;
+	int rc;
+
+	if (sfs_opts_enforce_quota(&r->view->opts)) {
+		oldlen = BACKING(r, getxattr(path, name, NULL, 0));
+		if (oldlen >= 0 && (old = malloc(oldlen ? oldlen : 1)))
+			oldlen = BACKING(r, getxattr(path, name, old, oldlen));
+		else
+			oldlen = -1;
+	}
+	rc = BACKING(r, setxattr(path, name, value, size, flags));
+	sfs_quota_sync(ledger(r), h->node, NULL, h->fd);
+	if (!rc && sfs_opts_enforce_quota(&r->view->opts)) {
+		c->id[SFS_QUSR] = h->node->q.uid;
+		c->id[SFS_QGRP] = h->node->q.gid;
+		if (sfs_policy_within(r, c)) {
+			if (oldlen >= 0)
+				BACKING(r, setxattr(path, name, old, oldlen, 0));
+			else
+				BACKING(r, removexattr(path, name));
+			sfs_quota_sync(ledger(r), h->node, NULL, h->fd);
+			rc = -EDQUOT;
+		}
+	}
+	free(old);
+	return rc;
+}
+
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
                         size_t size, int flags)
 {
 	struct held h = {0};
+	struct sfs_charge c;
 	struct sfs_req r;
 	char path[40];
 	int rc;
 
+	sfs_charge_begin(req_ledger(req), &c);
 	if ((rc = begin(req, &r)) || (rc = sfs_policy_modify(r.view)))
 		goto out;
 	rc = -EINVAL;
@@ -1084,10 +1259,11 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	if ((rc = sfs_policy_xattr_gate(&r, name, SFS_XATTR_SET)) || (rc = hold(r.view, ino, &h)))
 		goto out;
 	proc_path(path, h.fd);
-	rc = BACKING(&r, setxattr(path, name, value, size, flags));
+	rc = set_xattr_within(&r, &c, &h, path, name, value, size, flags);
 	sfs_coh_attr(r.view, h.node);
 	sfs_coh_flush(r.view);
 out:
+	sfs_charge_end(&c);
 	unhold(r.view, &h);
 	reply_err(req, rc);
 }
@@ -1183,10 +1359,12 @@ out:
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	struct held h = {0};
+	struct sfs_charge c;
 	struct sfs_req r;
 	char path[40];
 	int rc;
 
+	sfs_charge_begin(req_ledger(req), &c);
 	if ((rc = begin(req, &r)) || (rc = sfs_policy_modify(r.view)))
 		goto out;
 	rc = -EINVAL;
@@ -1196,9 +1374,11 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		goto out;
 	proc_path(path, h.fd);
 	rc = BACKING(&r, removexattr(path, name));
+	sfs_quota_sync(ledger(&r), h.node, NULL, h.fd);
 	sfs_coh_attr(r.view, h.node);
 	sfs_coh_flush(r.view);
 out:
+	sfs_charge_end(&c);
 	unhold(r.view, &h);
 	reply_err(req, rc);
 }
@@ -1207,17 +1387,30 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
                          struct fuse_file_info *fi)
 {
 	struct sfs_file *f = (struct sfs_file *)(uintptr_t)fi->fh;
+	struct sfs_node *n = NULL;
+	struct sfs_charge c;
 	struct sfs_req r;
 	int rc;
 
-	if (!(rc = begin(req, &r)) && !(rc = sfs_policy_modify(r.view))) {
-		struct sfs_node *n = sfs_node_of(r.view, ino);
-		rc = fallocate(f->fd, mode, off, len) < 0 ? -errno : 0;
-		if (!rc && n) {
-			sfs_coh_data(r.view, n, off, len);
-			sfs_coh_flush(r.view);
-		}
+	sfs_charge_begin(req_ledger(req), &c);
+	if ((rc = begin(req, &r)) || (rc = sfs_policy_modify(r.view)))
+		goto out;
+	if (!(n = sfs_node_of(r.view, ino))) {
+		rc = -EINVAL;
+		goto out;
 	}
+	/* punching and collapsing free blocks; every other mode may allocate the range */
+	if (!(mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_COLLAPSE_RANGE)) &&
+	    (rc = charge(&r, &c, n->q.uid, n->q.gid, alloc_cost(&r, f->fd, off, len), 0)))
+		goto out;
+	rc = fallocate(f->fd, mode, off, len) < 0 ? -errno : 0;
+	sfs_quota_sync(ledger(&r), n, NULL, f->fd);
+	if (!rc) {
+		sfs_coh_data(r.view, n, off, len);
+		sfs_coh_flush(r.view);
+	}
+out:
+	sfs_charge_end(&c);
 	reply_err(req, rc);
 }
 
@@ -1241,28 +1434,33 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 	struct sfs_file *in = (struct sfs_file *)(uintptr_t)fi_in->fh;
 	struct sfs_file *out = (struct sfs_file *)(uintptr_t)fi_out->fh;
 	off_t start = off_out;
+	struct sfs_node *node;
+	struct sfs_charge c;
 	struct sfs_req r;
 	ssize_t n;
 	int rc;
 
 	(void)ino_in;
-	if ((rc = begin(req, &r)) || (rc = sfs_policy_modify(r.view))) {
+	sfs_charge_begin(req_ledger(req), &c);
+	if ((rc = begin(req, &r)) || (rc = sfs_policy_modify(r.view)) ||
+	    (rc = (node = sfs_node_of(r.view, ino_out)) ? 0 : -EINVAL) ||
+	    (rc = charge(&r, &c, node->q.uid, node->q.gid, alloc_cost(&r, out->fd, off_out, len), 0))) {
+		sfs_charge_end(&c);
 		reply_err(req, rc);
 		return;
 	}
 	n = copy_file_range(in->fd, &off_in, out->fd, &off_out, len, flags);
-	if (n < 0) {
-		reply_err(req, -errno);
-		return;
-	}
+	rc = n < 0 ? -errno : 0;
 	if (n > 0) {
-		struct sfs_node *node = sfs_node_of(r.view, ino_out);
-		if (node) {
-			sfs_coh_data(r.view, node, start, n);
-			sfs_coh_flush(r.view);
-		}
+		sfs_quota_sync(ledger(&r), node, NULL, out->fd);
+		sfs_coh_data(r.view, node, start, n);
+		sfs_coh_flush(r.view);
 	}
-	fuse_reply_write(req, n);
+	sfs_charge_end(&c);
+	if (rc)
+		reply_err(req, rc);
+	else
+		fuse_reply_write(req, n);
 }
 
 /* FS_IOC_GETFLAGS only (lsattr; Wine's casefold probe): the backing's flags plus what the

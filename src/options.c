@@ -3,6 +3,8 @@
  * an option of SPEC §5 whose policy module does not exist yet. */
 #include "options.h"
 
+#include "quota_state.h"
+
 #include <errno.h>
 #include <libmount.h>
 #include <stdio.h>
@@ -152,16 +154,36 @@ static int set_subdir(struct sfs_opts *o, const struct opt_def *d, const char *v
 	return 0;
 }
 
-static int refuse_later(struct sfs_opts *o, const struct opt_def *d, const char *v, char *err,
-                        size_t errlen)
+/* quota / usrquota / grpquota / noquota: which per-id limits the view enforces. */
+static int set_quota(struct sfs_opts *o, const struct opt_def *d, const char *v, char *err,
+                     size_t errlen)
 {
-	char obj[128];
+	(void)v, (void)err, (void)errlen;
+	if (d->data == 0)
+		o->usrquota = o->grpquota = false;
+	o->usrquota |= d->data & 1;
+	o->grpquota |= (d->data & 2) != 0;
+	return 0;
+}
 
-	(void)o;
-	snprintf(obj, sizeof(obj), "%s%s%s", d->name, v ? "=" : "", v ? v : "");
-	sfs_errf(err, errlen, obj, "not supported by this strictfs yet (%s views are not implemented)",
-	         d->key);
-	return -EINVAL;
+/* size=N[KMGT] and inodes=N[KMGT]: limits of the view's tree; 0 lifts the limit. */
+static int set_view_limit(struct sfs_opts *o, const struct opt_def *d, const char *v, char *err,
+                          size_t errlen)
+{
+	uint64_t n;
+
+	if (!sfs_parse_size(v, &n)) {
+		char obj[PATH_MAX + 16];
+		snprintf(obj, sizeof(obj), "%s=%s", d->name, v);
+		sfs_errf(err, errlen, obj, "not a %s (a whole number with an optional K, M, G or T)",
+		         d->data ? "count" : "size");
+		return -EINVAL;
+	}
+	if (d->data)
+		o->inode_limit = n;
+	else
+		o->size_limit = n;
+	return 0;
 }
 
 static int set_casefold(struct sfs_opts *o, const struct opt_def *d, const char *v, char *err,
@@ -292,15 +314,14 @@ static const struct opt_def table[] = {
 	{"strictatime", ARG_NONE, set_atime, SFS_ATIME_STRICT, NULL},
 	{"nodiratime", ARG_NONE, set_atime, -1, NULL},
 	{"diratime", ARG_NONE, set_atime, -1, NULL},
-	/* The default quota mode is what every view does now. */
 	{"nocasefold", ARG_NONE, set_casefold, 0, NULL},
-	{"noquota", ARG_NONE, ignore, 0, NULL},
 	{"casefold", ARG_OPTIONAL, set_casefold, 1, NULL},
-	{"quota", ARG_NONE, refuse_later, 0, "quota"},
-	{"usrquota", ARG_NONE, refuse_later, 0, "quota"},
-	{"grpquota", ARG_NONE, refuse_later, 0, "quota"},
-	{"size", ARG_REQUIRED, refuse_later, 0, "size-limited"},
-	{"inodes", ARG_REQUIRED, refuse_later, 0, "inode-limited"},
+	{"noquota", ARG_NONE, set_quota, 0, NULL},
+	{"quota", ARG_NONE, set_quota, 3, NULL},
+	{"usrquota", ARG_NONE, set_quota, 1, NULL},
+	{"grpquota", ARG_NONE, set_quota, 2, NULL},
+	{"size", ARG_REQUIRED, set_view_limit, 0, NULL},
+	{"inodes", ARG_REQUIRED, set_view_limit, 1, NULL},
 	/* what mount(8) echoes back from a view's own FUSE mount options on remount: every view
 	 * is allow_other,default_permissions and owned by root */
 	{"allow_other", ARG_NONE, ignore, 0, NULL},
@@ -404,6 +425,46 @@ static void finish_flags(struct sfs_opts *o)
 		o->mount_flags |= MS_RDONLY;
 }
 
+bool sfs_opts_enforce_quota(const struct sfs_opts *o)
+{
+	return o->usrquota || o->grpquota || o->size_limit || o->inode_limit;
+}
+
+static const char *quota_option_name(const struct sfs_opts *o)
+{
+	if (o->usrquota && o->grpquota)
+		return "quota";
+	if (o->usrquota)
+		return "usrquota";
+	if (o->grpquota)
+		return "grpquota";
+	return o->size_limit ? "size" : "inodes";
+}
+
+/* Options that are each fine but cannot hold together. */
+static int check_combinations(const struct sfs_opts *o, char *err, size_t errlen)
+{
+	if (o->cache == SFS_CACHE_WRITEBACK && sfs_opts_enforce_quota(o)) {
+		sfs_errf(err, errlen, "cache=writeback",
+		         "cannot be combined with %s (writes must reach the daemon to be checked "
+		         "against the limits)", quota_option_name(o));
+		return -EINVAL;
+	}
+	if (strcmp(o->subdir, "/") && (o->size_limit || o->inode_limit)) {
+		sfs_errf(err, errlen, o->size_limit ? "size" : "inodes",
+		         "not supported with subdir= yet (only the whole backing is accounted as a "
+		         "view's tree)");
+		return -EINVAL;
+	}
+	if (o->share == SFS_SHARE_EXISTING && sfs_opts_enforce_quota(o)) {
+		sfs_errf(err, errlen, quota_option_name(o),
+		         "cannot be enforced with share=existing (other mounts write to the backing "
+		         "unaccounted)");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* Applies an option string onto o, whatever o held before. */
 static int apply(struct sfs_opts *o, const char *optstr, char *err, size_t errlen)
 {
@@ -444,7 +505,7 @@ static int apply(struct sfs_opts *o, const char *optstr, char *err, size_t errle
 			return rc;
 	}
 	finish_flags(o);
-	return 0;
+	return check_combinations(o, err, errlen);
 }
 
 int sfs_opts_parse(const char *optstr, struct sfs_opts *o, char *err, size_t errlen)

@@ -31,7 +31,13 @@ static json_object *view_json(const struct sfs_view *v)
 	json_object_object_add(opts, "user_xattr", json_object_new_boolean(v->opts.user_xattr));
 	json_object_object_add(opts, "casefold",
 	                       json_object_new_string(sfs_casefold_name(v->opts.casefold)));
-	json_object_object_add(opts, "quota", json_object_new_string("none"));
+	json_object_object_add(opts, "quota", json_object_new_string(
+		v->opts.usrquota && v->opts.grpquota ? "quota" :
+		v->opts.usrquota ? "usrquota" : v->opts.grpquota ? "grpquota" : "none"));
+	if (v->opts.size_limit)
+		json_object_object_add(opts, "size", json_object_new_uint64(v->opts.size_limit));
+	if (v->opts.inode_limit)
+		json_object_object_add(opts, "inodes", json_object_new_uint64(v->opts.inode_limit));
 	json_object_object_add(opts, "ro", json_object_new_boolean(v->opts.ro));
 	json_object_object_add(opts, "subdir", json_object_new_string(v->opts.subdir));
 	json_object_object_add(opts, "df", json_object_new_string(sfs_df_name(v->opts.df)));
@@ -79,6 +85,7 @@ json_object *sfs_status_daemon(struct sfs_daemon *d)
 	json_object_object_add(o, "cache", cache);
 	json_object_object_add(o, "casefold_collisions",
 	                       json_object_new_uint64(sfs_names_collisions(d)));
+	json_object_object_add(o, "quota", sfs_quota_status(&d->quota));
 	pthread_rwlock_rdlock(&d->views_lock);
 	for (size_t s = 0; s < SFS_MAX_VIEWS; s++)
 		if (d->views[s] && !atomic_load(&d->views[s]->ended))

@@ -5,8 +5,9 @@
 #include "daemon.h"
 #include "policy.h"
 
-static void df_statfs(const struct sfs_view *v, struct statvfs *st)
+static void df_statfs(const struct sfs_req *r, struct statvfs *st)
 {
+	const struct sfs_view *v = r->view;
 	unsigned long long total;
 
 	if (v->opts.df != SFS_DF_MINIX)

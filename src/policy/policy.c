@@ -6,7 +6,7 @@
 
 const struct sfs_policy *const sfs_policies[] = {
 	&sfs_policy_confine, &sfs_policy_acl, &sfs_policy_xattr, &sfs_policy_df,
-	&sfs_policy_atime, &sfs_policy_casefold, NULL,
+	&sfs_policy_atime, &sfs_policy_casefold, &sfs_policy_quota, NULL,
 };
 
 #define EACH(p) for (const struct sfs_policy *const *p = sfs_policies; *p; p++)
@@ -76,9 +76,9 @@ bool sfs_policy_dac_retry(const struct sfs_view *v)
 	return false;
 }
 
-void sfs_policy_statfs(const struct sfs_view *v, struct statvfs *st)
+void sfs_policy_statfs(const struct sfs_req *r, struct statvfs *st)
 {
-	EACH(p) if ((*p)->statfs) (*p)->statfs(v, st);
+	EACH(p) if ((*p)->statfs) (*p)->statfs(r, st);
 }
 
 int sfs_policy_open_flags(const struct sfs_view *v, const struct stat *st)
@@ -106,4 +106,24 @@ unsigned sfs_policy_inode_flags(const struct sfs_view *v, mode_t type)
 
 	EACH(p) if ((*p)->inode_flags) flags |= (*p)->inode_flags(v, type);
 	return flags;
+}
+
+int sfs_policy_charge(const struct sfs_req *r, struct sfs_charge *c)
+{
+	EACH(p) {
+		int rc = (*p)->charge ? (*p)->charge(r, c) : 0;
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int sfs_policy_within(const struct sfs_req *r, struct sfs_charge *c)
+{
+	EACH(p) {
+		int rc = (*p)->within ? (*p)->within(r, c) : 0;
+		if (rc)
+			return rc;
+	}
+	return 0;
 }

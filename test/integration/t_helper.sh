@@ -86,8 +86,9 @@ _helper_refusal_body() {
 	new_source ref
 	local V=$T_DIR/v
 	mkdir -p "$V"
-	assert_exit 32 mount -t strictfs "$LOOP" "$V" -o quota
-	assert_contains "$(cat "$T_DIR/.err")" "strictfs: quota" "mount(8) shows the helper's message"
+	assert_exit 32 mount -t strictfs "$LOOP" "$V" -o quota,cache=writeback
+	assert_contains "$(cat "$T_DIR/.err")" "strictfs: cache=writeback: cannot be combined with quota" \
+		"mount(8) shows the helper's message"
 	assert_ok not_mounted "$V"
 	assert_eq "" "$(daemons_for_source "$LOOP")" "no daemon started"
 	assert_exit 32 mount -t strictfs "$LOOP" "$V" -o bogus

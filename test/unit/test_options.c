@@ -71,11 +71,33 @@ int main(void)
 	accepted("casefold,nocasefold", &o);
 	CHECK(o.casefold == SFS_CASEFOLD_OFF, "nocasefold");
 	refused("casefold=bogus", "casefold=bogus: unknown value (use casefold, casefold=strict or nocasefold)");
-	refused("quota", "quota: not supported");
-	refused("usrquota", "usrquota: not supported");
-	refused("grpquota", "grpquota: not supported");
-	refused("size=10G", "size=10G: not supported");
-	refused("inodes=1000", "inodes=1000: not supported");
+	accepted("", &o);
+	CHECK(!o.usrquota && !o.grpquota && !o.size_limit && !o.inode_limit &&
+	      !sfs_opts_enforce_quota(&o), "noquota by default");
+	accepted("quota", &o);
+	CHECK(o.usrquota && o.grpquota && sfs_opts_enforce_quota(&o), "quota: both");
+	accepted("usrquota", &o);
+	CHECK(o.usrquota && !o.grpquota, "usrquota");
+	accepted("grpquota,usrquota", &o);
+	CHECK(o.usrquota && o.grpquota, "grpquota,usrquota");
+	accepted("quota,noquota", &o);
+	CHECK(!o.usrquota && !o.grpquota, "noquota clears");
+	accepted("size=10G,inodes=1k", &o);
+	CHECK(o.size_limit == 10ull << 30 && o.inode_limit == 1024 && sfs_opts_enforce_quota(&o),
+	      "size=, inodes=");
+	accepted("size=0", &o);
+	CHECK(!sfs_opts_enforce_quota(&o), "size=0 is no limit");
+	refused("size=10Q", "size=10Q: not a size");
+	refused("size=-1", "size=-1: not a size");
+	refused("inodes=many", "inodes=many: not a count");
+	refused("size", "size: needs a value");
+	refused("quota=1", "quota: takes no value");
+	refused("quota,cache=writeback", "cache=writeback: cannot be combined with quota");
+	refused("cache=writeback,size=1G", "cache=writeback: cannot be combined with size");
+	refused("subdir=/a,size=1G", "size: not supported with subdir= yet");
+	refused("share=existing,usrquota", "usrquota: cannot be enforced with share=existing");
+	accepted("cache=writeback,noquota", &o);
+	accepted("subdir=/a,quota", &o);
 	refused("acl,noexec,loop", "loop: unknown option");
 
 	/* superblock options against the ones in force */
@@ -92,6 +114,17 @@ int main(void)
 	accepted("grpid", &f);
 	CHECK(sfs_opts_sb_compatible(&f, &o, err, sizeof(err)) == 0, "synonyms agree: %s", err);
 
+	/* remount: quota enforcement and view limits change live */
+	{
+		struct sfs_opts live, re;
+		accepted("noquota", &live);
+		CHECK(sfs_opts_remount(&live, "remount,usrquota,size=1G", &re, err, sizeof(err)) == 0 &&
+		      re.usrquota && !re.grpquota && re.size_limit == 1ull << 30, "remount,usrquota,size=1G");
+		accepted("cache=writeback", &live);
+		CHECK(sfs_opts_remount(&live, "remount,quota", &re, err, sizeof(err)) != 0 &&
+		      strstr(err, "cache=writeback: cannot be combined with quota"),
+		      "remount,quota on a writeback view: %s", err);
+	}
 	/* remount: changes on top of the live view's options; what cannot change is named */
 	struct sfs_opts cur, nw;
 	accepted("noacl,nouser_xattr,nosuid,subdir=/x", &cur);

@@ -1,0 +1,116 @@
+/* The daemon's quota ledger (SPEC §5.4): usage per user, per group and in total, built by a
+ * scan of the backing at start and kept exact after every change, because the daemon is the
+ * backing's only writer. Each node remembers what it was last counted as (its blocks and
+ * owner); after a change the request path re-reads the node and the ledger moves the
+ * difference. Limits are enforced by the quota policy (policy/quota.c) of the views that ask.
+ *
+ * Lock order: the barrier (read side: one modifying request), then a node stripe, then the
+ * ledger lock. The barrier's write side is taken by the scan and by `quota check`, so that
+ * they see a tree nobody changes. */
+#ifndef SFS_QUOTA_H
+#define SFS_QUOTA_H
+
+#include <json-c/json.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "inode.h"
+#include "quota_state.h"
+
+struct sfs_daemon;
+
+enum sfs_scan_state { SFS_SCAN_RUNNING, SFS_SCAN_DONE, SFS_SCAN_FAILED };
+
+#define SFS_QSTRIPES 64
+
+struct sfs_quota {
+	struct sfs_daemon *d;
+	pthread_rwlock_t barrier;
+	pthread_mutex_t lock;            /* the ledger: state, total, dirty */
+	pthread_mutex_t stripes[SFS_QSTRIPES];
+	struct sfs_qstate state;
+	struct sfs_qentry total;         /* the whole backing: what a view rooted at / holds */
+	bool dirty;                      /* limits or grace timers not yet written */
+	atomic_int scan;                 /* enum sfs_scan_state */
+	atomic_ullong scanned, expected; /* inodes, for the progress in status */
+	long bsize;                      /* the backing's block size */
+	pthread_t scan_thread;
+	bool scan_started;
+};
+
+/* The amounts one modifying request has reserved, and whom they charge. */
+struct sfs_charge {
+	struct sfs_quota *q;
+	bool entered;
+	unsigned tables;                 /* SFS_CHARGE_* that hold a reservation */
+	unsigned skip;                   /* SFS_CHARGE_* the request does not charge (a chown
+	                                    that keeps the group) */
+	uint32_t id[SFS_QNTYPES];
+	int64_t amount[SFS_QNRES];
+};
+
+#define SFS_CHARGE_USR 1u
+#define SFS_CHARGE_GRP 2u
+#define SFS_CHARGE_TOTAL 4u
+
+/* Loads /.strictfs/quota from the backing and starts the scan. Returns 0, or -1 with the
+ * one-line reason in err (a state file that cannot be read is never overwritten). */
+int sfs_quota_start(struct sfs_daemon *d, struct sfs_quota *q, char *err, size_t errlen);
+void sfs_quota_stop(struct sfs_quota *q);
+
+/* A modifying request begins and ends: the barrier, and any reservation made between. */
+void sfs_charge_begin(struct sfs_quota *q, struct sfs_charge *c);
+void sfs_charge_end(struct sfs_charge *c);
+
+/* Reserves amount[] for the ids and tables named (the quota policy decides which), against
+ * the ids' limits and, for SFS_CHARGE_TOTAL, against view_lim. 0 or -EDQUOT. */
+int sfs_quota_reserve(struct sfs_charge *c, unsigned tables, const struct sfs_qlimits *view_lim);
+
+/* Whether the ids of c are within the limits now (after a change that could not be bounded
+ * beforehand, e.g. an xattr): 0 or -EDQUOT. */
+int sfs_quota_within(struct sfs_charge *c, unsigned tables, const struct sfs_qlimits *view_lim);
+
+/* A node entering the table starts out counted as its stat says. */
+void sfs_quota_node_init(struct sfs_nodeq *nq, const struct stat *st);
+
+/* After a change to the object open as fd (any descriptor, O_PATH too): moves the difference
+ * between what node was counted as and what it is now. node may be NULL for an object not in
+ * the table, with *was its state before the change. */
+void sfs_quota_sync(struct sfs_quota *q, struct sfs_node *node, struct sfs_nodeq *was, int fd);
+
+/* A new object made by a request: counted from its stat. */
+void sfs_quota_created(struct sfs_quota *q, struct sfs_node *node, const struct stat *st);
+
+/* Blocks an allocation in [off, off+len) of the file open as fd would add, in bytes. */
+int64_t sfs_quota_alloc_bytes(struct sfs_quota *q, int fd, off_t off, off_t len);
+
+/* Control requests: set limits, grace periods; report; check against a fresh scan. Each
+ * returns 0 or -1 with the one-line reason in err. */
+int sfs_quota_set(struct sfs_quota *q, enum sfs_qtype type, uint32_t id,
+                  const uint64_t soft[SFS_QNRES], const uint64_t hard[SFS_QNRES],
+                  unsigned which, char *err, size_t errlen);
+int sfs_quota_set_grace(struct sfs_quota *q, const time_t grace[SFS_QNRES], unsigned which,
+                        char *err, size_t errlen);
+json_object *sfs_quota_report(struct sfs_quota *q);
+json_object *sfs_quota_check(struct sfs_quota *q, bool *same);
+/* {"scan": "running|done|failed", "progress": 0..1} for status. */
+json_object *sfs_quota_status(struct sfs_quota *q);
+/* Writes the state if limits or grace timers changed since the last write (control loop). */
+void sfs_quota_flush(struct sfs_quota *q);
+/* The caller's user and group limits with their usage, for statfs in enforcing views. */
+void sfs_quota_usage(struct sfs_quota *q, enum sfs_qtype type, uint32_t id,
+                     struct sfs_qentry *out);
+void sfs_quota_total(struct sfs_quota *q, struct sfs_qentry *out);
+
+/* Bits of `which` for sfs_quota_set / sfs_quota_set_grace: which fields were given. */
+#define SFS_QSET_BSOFT 1u
+#define SFS_QSET_BHARD 2u
+#define SFS_QSET_ISOFT 4u
+#define SFS_QSET_IHARD 8u
+#define SFS_QSET_BGRACE 1u
+#define SFS_QSET_IGRACE 2u
+
+#endif

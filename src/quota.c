@@ -1,0 +1,916 @@
+/* The quota ledger: the scan that builds usage at start, the per-node bookkeeping that keeps
+ * it exact, reservations for enforcing views, and the crash-safe state file in /.strictfs/. */
+#include "quota.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/statvfs.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "util.h"
+
+#define STATE_DIR ".strictfs"
+#define STATE_FILE "quota"
+#define STATE_NEW "quota.new"
+
+static pthread_cond_t scan_done_cond = PTHREAD_COND_INITIALIZER;
+
+/* ---- the ledger ------------------------------------------------------------------------ */
+
+static struct sfs_qentry *entry_locked(struct sfs_quota *q, int type, uint32_t id)
+{
+	return sfs_qtable_get(&q->state.t[type], id);
+}
+
+/* Adds sign * nq to the ledger (lock held). */
+static void account_locked(struct sfs_quota *q, const struct sfs_nodeq *nq, int sign, time_t now)
+{
+	const int64_t delta[SFS_QNRES] = {sign * nq->bytes, sign};
+	struct sfs_qentry *u = entry_locked(q, SFS_QUSR, nq->uid);
+	struct sfs_qentry *g = entry_locked(q, SFS_QGRP, nq->gid);
+	time_t before[2][SFS_QNRES];
+
+	if (!u || !g) {
+		syslog(LOG_ERR, "%s: quota: out of memory; accounting is no longer exact",
+		       q->d->source);
+		return;
+	}
+	memcpy(before[0], u->grace_start, sizeof(before[0]));
+	memcpy(before[1], g->grace_start, sizeof(before[1]));
+	sfs_qentry_apply(u, delta, now);
+	sfs_qentry_apply(g, delta, now);
+	sfs_qentry_apply(&q->total, delta, now);
+	if (memcmp(before[0], u->grace_start, sizeof(before[0])) ||
+	    memcmp(before[1], g->grace_start, sizeof(before[1])))
+		q->dirty = true;
+}
+
+void sfs_quota_node_init(struct sfs_nodeq *nq, const struct stat *st)
+{
+	nq->bytes = (int64_t)st->st_blocks * 512;
+	nq->uid = st->st_uid;
+	nq->gid = st->st_gid;
+	nq->counted = st->st_nlink > 0;
+}
+
+static pthread_mutex_t *stripe_of(struct sfs_quota *q, const struct sfs_node *node)
+{
+	return &q->stripes[((uintptr_t)node >> 6) % SFS_QSTRIPES];
+}
+
+/* Moves the ledger from what nq was counted as to st; nq becomes st. */
+static void recount(struct sfs_quota *q, struct sfs_nodeq *nq, const struct stat *st)
+{
+	struct sfs_nodeq now;
+	bool dirty;
+
+	sfs_quota_node_init(&now, st);
+	if (!memcmp(&now, nq, sizeof(now)))
+		return;
+	pthread_mutex_lock(&q->lock);
+	if (nq->counted)
+		account_locked(q, nq, -1, time(NULL));
+	if (now.counted)
+		account_locked(q, &now, +1, time(NULL));
+	dirty = q->dirty;
+	pthread_mutex_unlock(&q->lock);
+	*nq = now;
+	if (dirty)
+		sfs_daemon_wake(q->d);
+}
+
+void sfs_quota_sync(struct sfs_quota *q, struct sfs_node *node, struct sfs_nodeq *was, int fd)
+{
+	pthread_mutex_t *m = node ? stripe_of(q, node) : NULL;
+	struct stat st;
+
+	if (m)
+		pthread_mutex_lock(m);
+	/* the stat is taken under the node's stripe, so two changes to one node are counted
+	 * in the order their results were seen */
+	if (fstat(fd, &st) == 0)
+		recount(q, node ? &node->q : was, &st);
+	if (m)
+		pthread_mutex_unlock(m);
+}
+
+void sfs_quota_created(struct sfs_quota *q, struct sfs_node *node, const struct stat *st)
+{
+	pthread_mutex_t *m = stripe_of(q, node);
+	struct sfs_nodeq none = {0};
+
+	/* the node may be older than the object (an inode number used again): whatever it
+	 * says, the ledger has not counted this object yet */
+	pthread_mutex_lock(m);
+	node->q = none;
+	recount(q, &node->q, st);
+	pthread_mutex_unlock(m);
+}
+
+/* ---- requests: barrier and reservations ------------------------------------------------ */
+
+void sfs_charge_begin(struct sfs_quota *q, struct sfs_charge *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->q = q;
+	if (atomic_load(&q->scan) == SFS_SCAN_RUNNING) {
+		/* changes wait for the start-up scan, so it counts a tree nobody changes */
+		pthread_mutex_lock(&q->lock);
+		while (atomic_load(&q->scan) == SFS_SCAN_RUNNING)
+			pthread_cond_wait(&scan_done_cond, &q->lock);
+		pthread_mutex_unlock(&q->lock);
+	}
+	pthread_rwlock_rdlock(&q->barrier);
+	c->entered = true;
+}
+
+static struct sfs_qentry *charged_entry(struct sfs_quota *q, unsigned table, uint32_t id)
+{
+	if (table == SFS_CHARGE_TOTAL)
+		return &q->total;
+	return entry_locked(q, table == SFS_CHARGE_USR ? SFS_QUSR : SFS_QGRP, id);
+}
+
+static const unsigned charge_tables[] = {SFS_CHARGE_USR, SFS_CHARGE_GRP, SFS_CHARGE_TOTAL};
+
+/* e as the check sees it: for the total, with the view's limits. */
+static int admit_locked(struct sfs_quota *q, unsigned table, struct sfs_qentry *e,
+                        const struct sfs_qlimits *view_lim, const int64_t amount[SFS_QNRES])
+{
+	struct sfs_qentry viewed;
+
+	if (table == SFS_CHARGE_TOTAL) {
+		viewed = *e;
+		viewed.lim = *view_lim;
+		viewed.grace_start[SFS_QBYTES] = viewed.grace_start[SFS_QINODES] = 0;
+		e = &viewed;
+	}
+	return sfs_qentry_admit(e, amount, time(NULL), q->state.grace);
+}
+
+int sfs_quota_reserve(struct sfs_charge *c, unsigned tables, const struct sfs_qlimits *view_lim)
+{
+	struct sfs_quota *q = c->q;
+	int rc = 0;
+
+	if (!tables || (c->amount[SFS_QBYTES] <= 0 && c->amount[SFS_QINODES] <= 0))
+		return 0;
+	pthread_mutex_lock(&q->lock);
+	for (size_t i = 0; i < ARRAY_SIZE(charge_tables) && !rc; i++) {
+		unsigned t = charge_tables[i];
+		struct sfs_qentry *e;
+		if (!(tables & t))
+			continue;
+		e = charged_entry(q, t, c->id[t == SFS_CHARGE_GRP]);
+		rc = e ? admit_locked(q, t, e, view_lim, c->amount) : -ENOMEM;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(charge_tables) && !rc; i++) {
+		unsigned t = charge_tables[i];
+		struct sfs_qentry *e;
+		if (!(tables & t))
+			continue;
+		e = charged_entry(q, t, c->id[t == SFS_CHARGE_GRP]);
+		for (int r = 0; r < SFS_QNRES; r++)
+			e->reserved[r] += c->amount[r];
+		c->tables |= t;
+	}
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
+int sfs_quota_within(struct sfs_charge *c, unsigned tables, const struct sfs_qlimits *view_lim)
+{
+	static const int64_t nothing_more[SFS_QNRES] = {1, 0};
+	struct sfs_quota *q = c->q;
+	int rc = 0;
+
+	pthread_mutex_lock(&q->lock);
+	for (size_t i = 0; i < ARRAY_SIZE(charge_tables) && !rc; i++) {
+		unsigned t = charge_tables[i];
+		struct sfs_qentry *e, probe;
+		if (!(tables & t))
+			continue;
+		e = charged_entry(q, t, c->id[t == SFS_CHARGE_GRP]);
+		if (!e)
+			continue;
+		/* over the limit now: what one more byte would meet, minus that byte */
+		probe = *e;
+		probe.used[SFS_QBYTES] -= 1;
+		rc = admit_locked(q, t, &probe, view_lim, nothing_more);
+	}
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
+void sfs_charge_end(struct sfs_charge *c)
+{
+	struct sfs_quota *q = c->q;
+
+	if (c->tables) {
+		pthread_mutex_lock(&q->lock);
+		for (size_t i = 0; i < ARRAY_SIZE(charge_tables); i++) {
+			unsigned t = charge_tables[i];
+			struct sfs_qentry *e;
+			if (!(c->tables & t))
+				continue;
+			e = charged_entry(q, t, c->id[t == SFS_CHARGE_GRP]);
+			for (int r = 0; e && r < SFS_QNRES; r++)
+				e->reserved[r] -= c->amount[r];
+		}
+		pthread_mutex_unlock(&q->lock);
+		c->tables = 0;
+	}
+	if (c->entered)
+		pthread_rwlock_unlock(&q->barrier);
+	c->entered = false;
+}
+
+int64_t sfs_quota_alloc_bytes(struct sfs_quota *q, int fd, off_t off, off_t len)
+{
+	enum { N = 32 };
+	union {
+		struct fiemap fm;
+		char buf[sizeof(struct fiemap) + N * sizeof(struct fiemap_extent)];
+	} u;
+	off_t bs = q->bsize, start, end, pos;
+	int64_t mapped = 0;
+
+	if (len <= 0 || off < 0 || off > INT64_MAX - len - bs)
+		return 0;
+	start = off / bs * bs;
+	end = (off + len + bs - 1) / bs * bs;
+	/* what the range holds already (delayed and unwritten extents included) costs nothing */
+	for (pos = start; pos < end;) {
+		struct fiemap_extent *last;
+		memset(&u.fm, 0, sizeof(u.fm));
+		u.fm.fm_start = pos;
+		u.fm.fm_length = end - pos;
+		u.fm.fm_extent_count = N;
+		if (ioctl(fd, FS_IOC_FIEMAP, &u.fm) < 0)
+			return end - start; /* cannot tell: assume all of it is new */
+		if (!u.fm.fm_mapped_extents)
+			break;
+		for (unsigned i = 0; i < u.fm.fm_mapped_extents; i++) {
+			struct fiemap_extent *x = &u.fm.fm_extents[i];
+			off_t a = x->fe_logical > (uint64_t)pos ? (off_t)x->fe_logical : pos;
+			off_t b = x->fe_logical + x->fe_length < (uint64_t)end ?
+			                  (off_t)(x->fe_logical + x->fe_length) : end;
+			if (b > a)
+				mapped += b - a;
+		}
+		last = &u.fm.fm_extents[u.fm.fm_mapped_extents - 1];
+		if (last->fe_flags & FIEMAP_EXTENT_LAST || u.fm.fm_mapped_extents < N)
+			break;
+		pos = last->fe_logical + last->fe_length;
+	}
+	return end - start - mapped;
+}
+
+/* ---- the scan ---------------------------------------------------------------------------- */
+
+/* Inode numbers of multiply linked files already counted: hard links count once. */
+struct inoset {
+	uint64_t *slot;
+	size_t n, cap;
+};
+
+static bool inoset_add(struct inoset *s, uint64_t ino)
+{
+	if ((s->n + 1) * 2 > s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 1024;
+		uint64_t *slot = calloc(cap, sizeof(*slot));
+		if (!slot)
+			return true;
+		for (size_t i = 0; i < s->cap; i++) {
+			if (!s->slot[i])
+				continue;
+			size_t h = (s->slot[i] * 0x9e3779b97f4a7c15ull) & (cap - 1);
+			while (slot[h])
+				h = (h + 1) & (cap - 1);
+			slot[h] = s->slot[i];
+		}
+		free(s->slot);
+		s->slot = slot;
+		s->cap = cap;
+	}
+	for (size_t h = (ino * 0x9e3779b97f4a7c15ull) & (s->cap - 1);; h = (h + 1) & (s->cap - 1)) {
+		if (s->slot[h] == ino)
+			return false;
+		if (!s->slot[h]) {
+			s->slot[h] = ino;
+			s->n++;
+			return true;
+		}
+	}
+}
+
+struct handle {
+	struct file_handle fh;
+	unsigned char bytes[MAX_HANDLE_SZ];
+};
+
+/* Directories still to read, as handles: a deep tree costs memory, not descriptors. */
+struct dirqueue {
+	struct handle *h;
+	size_t head, n, cap;
+};
+
+static int dirqueue_push(struct dirqueue *q, int dirfd, const char *name)
+{
+	int mount_id;
+
+	if (q->n == q->cap) {
+		size_t cap = q->cap ? q->cap * 2 : 256;
+		struct handle *h = realloc(q->h, cap * sizeof(*h));
+		if (!h)
+			return -ENOMEM;
+		q->h = h;
+		q->cap = cap;
+	}
+	q->h[q->n].fh.handle_bytes = MAX_HANDLE_SZ;
+	if (name_to_handle_at(dirfd, name, &q->h[q->n].fh, &mount_id, 0) < 0)
+		return -errno;
+	q->n++;
+	return 0;
+}
+
+struct scan {
+	struct sfs_quota *q;
+	struct sfs_qstate usage;
+	struct sfs_qentry total;
+	struct inoset links;
+	dev_t dev;
+	time_t last_report;
+};
+
+/* A large tree takes a while: one progress line every 5 seconds. */
+static void scan_progress(struct scan *s)
+{
+	unsigned long long done = atomic_load(&s->q->scanned), all = atomic_load(&s->q->expected);
+	time_t now;
+
+	if (done % 4096)
+		return;
+	now = time(NULL);
+	if (!s->last_report)
+		s->last_report = now;
+	if (now - s->last_report < 5)
+		return;
+	s->last_report = now;
+	syslog(LOG_INFO, "%s: quota scan: %llu of about %llu inodes counted", s->q->d->source, done,
+	       all);
+}
+
+static int scan_count(struct scan *s, const struct stat *st)
+{
+	struct sfs_qentry *u, *g;
+	const int64_t delta[SFS_QNRES] = {(int64_t)st->st_blocks * 512, 1};
+
+	if (!S_ISDIR(st->st_mode) && st->st_nlink > 1 && !inoset_add(&s->links, st->st_ino))
+		return 0;
+	u = sfs_qtable_get(&s->usage.t[SFS_QUSR], st->st_uid);
+	g = sfs_qtable_get(&s->usage.t[SFS_QGRP], st->st_gid);
+	if (!u || !g)
+		return -ENOMEM;
+	for (int r = 0; r < SFS_QNRES; r++) {
+		u->used[r] += delta[r];
+		g->used[r] += delta[r];
+		s->total.used[r] += delta[r];
+	}
+	atomic_fetch_add(&s->q->scanned, 1);
+	scan_progress(s);
+	return 0;
+}
+
+static int scan_dir(struct scan *s, struct dirqueue *dq, int fd, bool is_root)
+{
+	DIR *dp = fdopendir(fd);
+	struct dirent *de;
+	int rc = 0;
+
+	if (!dp) {
+		close(fd);
+		return -errno;
+	}
+	while (!rc && (errno = 0, de = readdir(dp))) {
+		struct stat st;
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (is_root && !strcmp(de->d_name, STATE_DIR))
+			continue; /* the daemon's own state is nobody's usage */
+		if (fstatat(dirfd(dp), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			rc = errno == ENOENT ? 0 : -errno;
+			continue;
+		}
+		if (st.st_dev != s->dev)
+			continue;
+		rc = scan_count(s, &st);
+		if (!rc && S_ISDIR(st.st_mode))
+			rc = dirqueue_push(dq, dirfd(dp), de->d_name);
+	}
+	if (!rc && errno)
+		rc = -errno;
+	closedir(dp);
+	return rc;
+}
+
+/* Counts every inode of the backing into s (hard links once, /.strictfs left out). */
+static int scan_tree(struct sfs_quota *q, struct scan *s)
+{
+	struct sfs_daemon *d = q->d;
+	struct dirqueue dq = {0};
+	struct statvfs sv;
+	struct stat st;
+	int rc, fd;
+
+	memset(s, 0, sizeof(*s));
+	s->q = q;
+	sfs_qstate_init(&s->usage);
+	atomic_store(&q->scanned, 0);
+	if (fstatvfs(d->backing.root_fd, &sv) == 0)
+		atomic_store(&q->expected, sv.f_files - sv.f_ffree);
+	if (fstat(d->backing.root_fd, &st) < 0)
+		return -errno;
+	s->dev = st.st_dev;
+	if ((rc = scan_count(s, &st)))
+		goto out;
+	fd = openat(d->backing.root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	rc = fd < 0 ? -errno : scan_dir(s, &dq, fd, true);
+	while (!rc && dq.head < dq.n) {
+		fd = open_by_handle_at(d->handle_fd, &dq.h[dq.head++].fh,
+		                       O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0) {
+			rc = errno == ESTALE || errno == ENOENT ? 0 : -errno;
+			continue;
+		}
+		rc = scan_dir(s, &dq, fd, false);
+		if (dq.head > 4096 && dq.head * 2 > dq.n) {
+			memmove(dq.h, dq.h + dq.head, (dq.n - dq.head) * sizeof(*dq.h));
+			dq.n -= dq.head;
+			dq.head = 0;
+		}
+	}
+out:
+	free(dq.h);
+	free(s->links.slot);
+	s->links.slot = NULL;
+	return rc;
+}
+
+static void scan_free(struct scan *s)
+{
+	sfs_qstate_free(&s->usage);
+}
+
+/* The ledger's usage becomes the scan's (lock held); limits and grace timers stay. */
+static void adopt_usage_locked(struct sfs_quota *q, struct scan *s)
+{
+	time_t now = time(NULL);
+
+	for (int t = 0; t < SFS_QNTYPES; t++) {
+		for (size_t i = 0; i < q->state.t[t].n; i++)
+			memset(q->state.t[t].e[i].used, 0, sizeof(q->state.t[t].e[i].used));
+		for (size_t i = 0; i < s->usage.t[t].n; i++) {
+			struct sfs_qentry *e = sfs_qtable_get(&q->state.t[t], s->usage.t[t].e[i].id);
+			if (e)
+				memcpy(e->used, s->usage.t[t].e[i].used, sizeof(e->used));
+		}
+		for (size_t i = 0; i < q->state.t[t].n; i++) {
+			struct sfs_qentry *e = &q->state.t[t].e[i];
+			const int64_t none[SFS_QNRES] = {0, 0};
+			time_t before[SFS_QNRES];
+			memcpy(before, e->grace_start, sizeof(before));
+			sfs_qentry_apply(e, none, now);
+			if (memcmp(before, e->grace_start, sizeof(before)))
+				q->dirty = true;
+		}
+	}
+	memcpy(q->total.used, s->total.used, sizeof(q->total.used));
+}
+
+static void *scan_thread(void *arg)
+{
+	struct sfs_quota *q = arg;
+	struct timespec t0, t1;
+	struct scan s;
+	int rc;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	rc = scan_tree(q, &s);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	pthread_mutex_lock(&q->lock);
+	if (!rc)
+		adopt_usage_locked(q, &s);
+	atomic_store(&q->scan, rc ? SFS_SCAN_FAILED : SFS_SCAN_DONE);
+	pthread_cond_broadcast(&scan_done_cond);
+	pthread_mutex_unlock(&q->lock);
+	if (rc)
+		syslog(LOG_ERR, "%s: quota scan failed: %s; usage is not known, limits are not enforced",
+		       q->d->source, strerror(-rc));
+	else
+		syslog(LOG_INFO, "%s: quota scan done: %llu inodes, %lld KiB in %.1f s", q->d->source,
+		       (unsigned long long)atomic_load(&q->scanned),
+		       (long long)(s.total.used[SFS_QBYTES] / 1024),
+		       (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+	scan_free(&s);
+	sfs_daemon_wake(q->d);
+	return NULL;
+}
+
+/* ---- the state file ---------------------------------------------------------------------- */
+
+static int load_state(struct sfs_quota *q, char *err, size_t errlen)
+{
+	int root = q->d->backing.root_fd, dir, fd;
+	char perr[128], *buf = NULL;
+	size_t len = 0, cap = 0;
+	ssize_t n;
+	int rc = 0;
+
+	dir = openat(root, STATE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dir < 0 && errno == ENOENT)
+		return 0;
+	fd = dir < 0 ? -1 : openat(dir, STATE_FILE, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		rc = errno == ENOENT ? 0 : -errno;
+		if (rc)
+			sfs_errf(err, errlen, "/" STATE_DIR "/" STATE_FILE, "cannot read it on %s: %s",
+			         q->d->backing.device, strerror(errno));
+		goto out;
+	}
+	do {
+		if (len == cap) {
+			char *b = cap > SFS_QSTATE_MAX ? NULL : realloc(buf, cap = cap * 2 + 4096);
+			if (!b) {
+				n = -1;
+				errno = EFBIG;
+				break;
+			}
+			buf = b;
+		}
+		n = read(fd, buf + len, cap - len);
+		if (n > 0)
+			len += n;
+	} while (n > 0);
+	if (n < 0) {
+		rc = -errno;
+		sfs_errf(err, errlen, "/" STATE_DIR "/" STATE_FILE, "cannot read it on %s: %s",
+		         q->d->backing.device, strerror(errno));
+	} else if (sfs_qstate_parse(buf, len, &q->state, perr, sizeof(perr))) {
+		rc = -EINVAL;
+		sfs_errf(err, errlen, "/" STATE_DIR "/" STATE_FILE, "%s (on %s; fix or remove it)",
+		         perr, q->d->backing.device);
+	}
+out:
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	if (dir >= 0)
+		close(dir);
+	return rc;
+}
+
+static int write_all(int fd, const char *buf, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, buf, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		buf += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/* New file, fsync, rename, fsync of the directory (SPEC §3.5). Ledger lock held. */
+static int save_state_locked(struct sfs_quota *q)
+{
+	int root = q->d->backing.root_fd, dir = -1, fd = -1, rc;
+	bool made = false;
+	size_t len;
+	char *buf;
+
+	if ((rc = sfs_qstate_format(&q->state, &buf, &len)))
+		return rc;
+	if (mkdirat(root, STATE_DIR, 0700) == 0)
+		made = true;
+	else if (errno != EEXIST) {
+		rc = -errno;
+		goto out;
+	}
+	dir = openat(root, STATE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dir < 0) {
+		rc = -errno;
+		goto out;
+	}
+	fd = openat(dir, STATE_NEW, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		rc = -errno;
+		goto out;
+	}
+	if ((rc = write_all(fd, buf, len)) || (rc = fsync(fd) < 0 ? -errno : 0))
+		goto out;
+	if (renameat(dir, STATE_NEW, dir, STATE_FILE) < 0 || fsync(dir) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	if (made) {
+		int r = openat(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (r >= 0) {
+			fsync(r);
+			close(r);
+		}
+	}
+	q->dirty = false;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (dir >= 0)
+		close(dir);
+	free(buf);
+	return rc;
+}
+
+void sfs_quota_flush(struct sfs_quota *q)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&q->lock);
+	if (q->dirty && !q->d->backing.read_only)
+		rc = save_state_locked(q);
+	pthread_mutex_unlock(&q->lock);
+	if (rc)
+		syslog(LOG_ERR, "%s: /" STATE_DIR "/" STATE_FILE ": %s", q->d->source, strerror(-rc));
+}
+
+/* ---- life cycle ---------------------------------------------------------------------------- */
+
+int sfs_quota_start(struct sfs_daemon *d, struct sfs_quota *q, char *err, size_t errlen)
+{
+	pthread_rwlockattr_t attr;
+	struct statvfs sv;
+
+	q->d = d;
+	sfs_qstate_init(&q->state);
+	pthread_mutex_init(&q->lock, NULL);
+	for (int i = 0; i < SFS_QSTRIPES; i++)
+		pthread_mutex_init(&q->stripes[i], NULL);
+	/* a waiting `quota check` must not starve behind a stream of writes */
+	pthread_rwlockattr_init(&attr);
+	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&q->barrier, &attr);
+	pthread_rwlockattr_destroy(&attr);
+	q->bsize = fstatvfs(d->backing.root_fd, &sv) == 0 && sv.f_bsize ? (long)sv.f_bsize : 4096;
+	if (load_state(q, err, errlen))
+		return -1;
+	atomic_store(&q->scan, SFS_SCAN_RUNNING);
+	if (pthread_create(&q->scan_thread, NULL, scan_thread, q)) {
+		sfs_errf(err, errlen, d->source, "cannot start the quota scan: %s", strerror(errno));
+		atomic_store(&q->scan, SFS_SCAN_FAILED);
+		return -1;
+	}
+	q->scan_started = true;
+	return 0;
+}
+
+void sfs_quota_stop(struct sfs_quota *q)
+{
+	if (!q->d)
+		return;
+	if (q->scan_started)
+		pthread_join(q->scan_thread, NULL);
+	q->scan_started = false;
+	sfs_quota_flush(q);
+	sfs_qstate_free(&q->state);
+}
+
+/* ---- control requests ---------------------------------------------------------------------- */
+
+int sfs_quota_set(struct sfs_quota *q, enum sfs_qtype type, uint32_t id,
+                  const uint64_t soft[SFS_QNRES], const uint64_t hard[SFS_QNRES],
+                  unsigned which, char *err, size_t errlen)
+{
+	struct sfs_qentry *e;
+	int rc;
+
+	if (q->d->backing.read_only) {
+		sfs_errf(err, errlen, q->d->source, "the backing is read-only; limits cannot be kept");
+		return -1;
+	}
+	pthread_mutex_lock(&q->lock);
+	e = sfs_qtable_get(&q->state.t[type], id);
+	if (!e) {
+		pthread_mutex_unlock(&q->lock);
+		sfs_errf(err, errlen, q->d->source, "out of memory");
+		return -1;
+	}
+	if (which & SFS_QSET_BSOFT)
+		e->lim.soft[SFS_QBYTES] = soft[SFS_QBYTES];
+	if (which & SFS_QSET_BHARD)
+		e->lim.hard[SFS_QBYTES] = hard[SFS_QBYTES];
+	if (which & SFS_QSET_ISOFT)
+		e->lim.soft[SFS_QINODES] = soft[SFS_QINODES];
+	if (which & SFS_QSET_IHARD)
+		e->lim.hard[SFS_QINODES] = hard[SFS_QINODES];
+	{
+		/* a soft limit set below the usage starts its grace time now */
+		const int64_t none[SFS_QNRES] = {0, 0};
+		sfs_qentry_apply(e, none, time(NULL));
+	}
+	rc = save_state_locked(q);
+	pthread_mutex_unlock(&q->lock);
+	if (rc) {
+		sfs_errf(err, errlen, "/" STATE_DIR "/" STATE_FILE, "cannot write it: %s", strerror(-rc));
+		return -1;
+	}
+	return 0;
+}
+
+int sfs_quota_set_grace(struct sfs_quota *q, const time_t grace[SFS_QNRES], unsigned which,
+                        char *err, size_t errlen)
+{
+	int rc;
+
+	if (q->d->backing.read_only) {
+		sfs_errf(err, errlen, q->d->source, "the backing is read-only; grace times cannot be kept");
+		return -1;
+	}
+	pthread_mutex_lock(&q->lock);
+	if (which & SFS_QSET_BGRACE)
+		q->state.grace[SFS_QBYTES] = grace[SFS_QBYTES];
+	if (which & SFS_QSET_IGRACE)
+		q->state.grace[SFS_QINODES] = grace[SFS_QINODES];
+	rc = save_state_locked(q);
+	pthread_mutex_unlock(&q->lock);
+	if (rc) {
+		sfs_errf(err, errlen, "/" STATE_DIR "/" STATE_FILE, "cannot write it: %s", strerror(-rc));
+		return -1;
+	}
+	return 0;
+}
+
+static json_object *entry_json(const struct sfs_qentry *e, const time_t grace[SFS_QNRES],
+                               bool with_id)
+{
+	static const char *const res[SFS_QNRES] = {"bytes", "inodes"};
+	json_object *o = json_object_new_object();
+
+	if (with_id)
+		json_object_object_add(o, "id", json_object_new_int64(e->id));
+	for (int r = 0; r < SFS_QNRES; r++) {
+		json_object *x = json_object_new_object();
+		json_object_object_add(x, "used", json_object_new_int64(e->used[r]));
+		json_object_object_add(x, "soft", json_object_new_int64((int64_t)e->lim.soft[r]));
+		json_object_object_add(x, "hard", json_object_new_int64((int64_t)e->lim.hard[r]));
+		if (e->grace_start[r] && grace)
+			json_object_object_add(x, "grace_ends",
+			                       json_object_new_int64(e->grace_start[r] + grace[r]));
+		json_object_object_add(o, res[r], x);
+	}
+	return o;
+}
+
+json_object *sfs_quota_status(struct sfs_quota *q)
+{
+	static const char *const names[] = {"running", "done", "failed"};
+	json_object *o = json_object_new_object();
+	int s = atomic_load(&q->scan);
+	unsigned long long done = atomic_load(&q->scanned), all = atomic_load(&q->expected);
+	double p = s == SFS_SCAN_DONE ? 1.0 : all ? (double)done / (double)all : 0.0;
+
+	json_object_object_add(o, "scan", json_object_new_string(names[s]));
+	json_object_object_add(o, "progress", json_object_new_double(p > 1.0 ? 1.0 : p));
+	json_object_object_add(o, "inodes_scanned", json_object_new_int64((int64_t)done));
+	return o;
+}
+
+json_object *sfs_quota_report(struct sfs_quota *q)
+{
+	static const char *const tables[SFS_QNTYPES] = {"users", "groups"};
+	json_object *o = json_object_new_object(), *g = json_object_new_object();
+
+	pthread_mutex_lock(&q->lock);
+	json_object_object_add(g, "blocks", json_object_new_int64(q->state.grace[SFS_QBYTES]));
+	json_object_object_add(g, "inodes", json_object_new_int64(q->state.grace[SFS_QINODES]));
+	json_object_object_add(o, "grace", g);
+	for (int t = 0; t < SFS_QNTYPES; t++) {
+		json_object *a = json_object_new_array();
+		for (size_t i = 0; i < q->state.t[t].n; i++) {
+			const struct sfs_qentry *e = &q->state.t[t].e[i];
+			if (e->used[SFS_QINODES] || sfs_qentry_persistent(e))
+				json_object_array_add(a, entry_json(e, q->state.grace, true));
+		}
+		json_object_object_add(o, tables[t], a);
+	}
+	json_object_object_add(o, "total", entry_json(&q->total, NULL, false));
+	pthread_mutex_unlock(&q->lock);
+	json_object_object_add(o, "scan", sfs_quota_status(q));
+	return o;
+}
+
+static void add_difference(json_object *diffs, const char *what, uint32_t id, const char *res,
+                           int64_t live, int64_t scanned)
+{
+	json_object *x = json_object_new_object();
+
+	json_object_object_add(x, "table", json_object_new_string(what));
+	json_object_object_add(x, "id", json_object_new_int64(id));
+	json_object_object_add(x, "resource", json_object_new_string(res));
+	json_object_object_add(x, "live", json_object_new_int64(live));
+	json_object_object_add(x, "scan", json_object_new_int64(scanned));
+	json_object_array_add(diffs, x);
+}
+
+/* Every id either table knows: live usage against the scan's. */
+static void compare_tables(const struct sfs_qtable *live, const struct sfs_qtable *scan,
+                           const char *what, json_object *diffs)
+{
+	static const char *const res[SFS_QNRES] = {"bytes", "inodes"};
+	const struct sfs_qtable *both[2] = {live, scan};
+
+	for (int side = 0; side < 2; side++) {
+		for (size_t i = 0; i < both[side]->n; i++) {
+			uint32_t id = both[side]->e[i].id;
+			const struct sfs_qentry *l = sfs_qtable_find(live, id), *s = sfs_qtable_find(scan, id);
+			if (side == 1 && l)
+				continue; /* compared from the live side */
+			for (int r = 0; r < SFS_QNRES; r++) {
+				int64_t a = l ? l->used[r] : 0, b = s ? s->used[r] : 0;
+				if (a != b)
+					add_difference(diffs, what, id, res[r], a, b);
+			}
+		}
+	}
+}
+
+json_object *sfs_quota_check(struct sfs_quota *q, bool *same)
+{
+	json_object *o = json_object_new_object(), *diffs = json_object_new_array();
+	struct scan s;
+	int rc;
+
+	if (atomic_load(&q->scan) != SFS_SCAN_DONE) {
+		*same = false;
+		json_object_object_add(o, "error", json_object_new_string("the start-up scan has not finished"));
+		json_object_put(diffs);
+		return o;
+	}
+	/* no change runs while the tree is counted again; writes still in the page cache are
+	 * allocated first, so both sides see the same blocks */
+	pthread_rwlock_wrlock(&q->barrier);
+	syncfs(q->d->backing.root_fd);
+	rc = scan_tree(q, &s);
+	pthread_mutex_lock(&q->lock);
+	if (!rc) {
+		compare_tables(&q->state.t[SFS_QUSR], &s.usage.t[SFS_QUSR], "user", diffs);
+		compare_tables(&q->state.t[SFS_QGRP], &s.usage.t[SFS_QGRP], "group", diffs);
+		for (int r = 0; r < SFS_QNRES; r++)
+			if (q->total.used[r] != s.total.used[r])
+				add_difference(diffs, "total", 0, r ? "inodes" : "bytes", q->total.used[r],
+				               s.total.used[r]);
+	}
+	json_object_object_add(o, "inodes", json_object_new_int64(s.total.used[SFS_QINODES]));
+	json_object_object_add(o, "bytes", json_object_new_int64(s.total.used[SFS_QBYTES]));
+	pthread_mutex_unlock(&q->lock);
+	pthread_rwlock_unlock(&q->barrier);
+	scan_free(&s);
+	if (rc)
+		json_object_object_add(o, "error", json_object_new_string(strerror(-rc)));
+	*same = !rc && json_object_array_length(diffs) == 0;
+	json_object_object_add(o, "differences", diffs);
+	return o;
+}
+
+void sfs_quota_usage(struct sfs_quota *q, enum sfs_qtype type, uint32_t id,
+                     struct sfs_qentry *out)
+{
+	const struct sfs_qentry *e;
+
+	pthread_mutex_lock(&q->lock);
+	e = sfs_qtable_find(&q->state.t[type], id);
+	if (e)
+		*out = *e;
+	else
+		memset(out, 0, sizeof(*out));
+	pthread_mutex_unlock(&q->lock);
+}
+
+void sfs_quota_total(struct sfs_quota *q, struct sfs_qentry *out)
+{
+	pthread_mutex_lock(&q->lock);
+	*out = q->total;
+	pthread_mutex_unlock(&q->lock);
+}

@@ -1,0 +1,383 @@
+#!/bin/bash
+# Quota (SPEC §5.4): exact accounting per user, group and in total through every view, limits
+# enforced only in the views that ask (quota, usrquota, grpquota, size=, inodes=), soft limits
+# with grace, limits kept in /.strictfs/ across restarts, df that tells the caller the truth,
+# and `strictfs quota set|grace|report|check`.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+EDQUOT_MSG="Disk quota exceeded"
+
+# quota_views OPTS: a fresh source with an enforcing view Q (OPTS) and a noquota view N, both
+# writable by everyone at the root.
+quota_views() {
+	new_source quota
+	Q=$T_DIR/q
+	N=$T_DIR/n
+	view "$1" "$LOOP" "$Q"
+	view noquota "$LOOP" "$N"
+	chmod 1777 "$N"
+}
+
+quota() { "$STRICTFS" quota "$@"; }
+
+# used TYPE ID bytes|inodes: the live usage the daemon reports.
+used() {
+	quota report "$LOOP" --json | jq -r --argjson id "$2" ".${1}s[] | select(.id == \$id) | .$3.used" |
+		grep . || echo 0
+}
+
+# du_of MOUNTPOINT uid|gid ID: bytes (st_blocks * 512) and inodes of ID's objects as a user
+# sees them through a view, hard links once.
+du_of() {
+	local fmt=%U
+	[[ $2 == gid ]] && fmt=%G
+	find "$1" -xdev -printf "$fmt %i %b\n" 2>/dev/null |
+		awk -v id="$3" '$1 == id && !seen[$2]++ { b += $3 * 512; n++ } END { printf "%d %d\n", b, n }'
+}
+
+assert_check_clean() { # MSG: `strictfs quota check` finds the live ledger equal to a fresh scan
+	assert_ok quota check "$LOOP"
+	assert_contains "$(cat "$T_DIR/.out")" "live accounting equals a fresh scan" "$1"
+}
+
+# python3 probe: one write of SIZE bytes at OFFSET to PATH, prints the errno name or "ok N".
+pywrite() {
+	"$PY" - "$@" <<'EOF'
+import errno, os, sys
+path, off, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+try:
+    print("ok", os.pwrite(fd, b"q" * size, off))
+except OSError as e:
+    print(errno.errorcode[e.errno])
+EOF
+}
+
+# ---- accounting -----------------------------------------------------------------------------
+
+test_quota_accounting_follows_every_operation() {
+	quota_views quota
+	local A B ua ub
+	ua=$(id -u "$SFS_ALICE")
+	ub=$(id -u "$SFS_BOB")
+	assert_eq done "$(daemon_field "$Q" .quota.scan)" "status: the start-up scan is done"
+	assert_eq 1 "$(daemon_field "$Q" .quota.progress)" "status: progress 1"
+	as_user "$SFS_ALICE" mkdir "$N/al"
+	A=$N/al
+	as_user "$SFS_ALICE" dd if=/dev/urandom of="$A/dd" bs=64k count=16 status=none
+	as_user "$SFS_ALICE" fallocate -l 3M "$A/falloc"
+	as_user "$SFS_ALICE" truncate -s 10M "$A/sparse"
+	as_user "$SFS_ALICE" dd if=/dev/zero of="$A/sparse" bs=4k count=3 seek=100 conv=notrunc status=none
+	as_user "$SFS_ALICE" cp "$A/dd" "$Q/al-copy"
+	as_user "$SFS_ALICE" ln "$A/dd" "$A/dd.link"
+	as_user "$SFS_ALICE" ln -s "$(printf 'x%.0s' {1..100})" "$A/longlink"
+	as_user "$SFS_ALICE" ln -s short "$A/shortlink"
+	as_user "$SFS_ALICE" mkdir -p "$A/d1/d2/d3"
+	for i in $(seq 1 200); do : >"$A/d1/f$i"; done # root's: makes d1 grow a block
+	as_user "$SFS_ALICE" setfattr -n user.big -v "$(head -c 3000 /dev/zero | tr '\0' y)" "$A/falloc"
+	assert_check_clean "after creates, writes, links, xattrs"
+	assert_eq "$(du_of "$N" uid "$ua" | cut -d' ' -f1)" "$(used user "$ua" bytes)" "alice's bytes = what find sees"
+	assert_eq "$(du_of "$N" uid "$ua" | cut -d' ' -f2)" "$(used user "$ua" inodes)" "alice's inodes = what find sees (hard link once)"
+
+	as_user "$SFS_ALICE" mv "$A/dd" "$Q/moved"
+	as_user "$SFS_ALICE" truncate -s 4k "$A/falloc"
+	as_user "$SFS_ALICE" fallocate -p -o 0 -l 64k "$Q/moved"
+	as_user "$SFS_ALICE" setfattr -x user.big "$A/falloc"
+	chown "$SFS_BOB" "$Q/al-copy"
+	chgrp "$SFS_GRP" "$A/sparse"
+	rm -rf "$A/d1"
+	as_user "$SFS_ALICE" rm "$A/dd.link"
+	: >"$Q/moved.victim"
+	mv "$Q/moved.victim" "$A/shortlink" # rename onto a victim
+	assert_check_clean "after moves, truncates, punches, chown, chgrp, removals, rename onto a file"
+	for who in "uid $ua" "uid $ub" "gid $(getent group "$SFS_GRP" | cut -d: -f3)"; do
+		set -- $who
+		local t=user
+		[[ $1 == gid ]] && t=group
+		assert_eq "$(du_of "$N" "$1" "$2" | cut -d' ' -f1)" "$(used "$t" "$2" bytes)" "$t $2 bytes = what find sees"
+		assert_eq "$(du_of "$N" "$1" "$2" | cut -d' ' -f2)" "$(used "$t" "$2" inodes)" "$t $2 inodes = what find sees"
+	done
+}
+
+test_quota_open_unlinked_file_is_not_counted() {
+	quota_views quota
+	local ua
+	ua=$(id -u "$SFS_ALICE")
+	as_user "$SFS_ALICE" dd if=/dev/zero of="$N/gone" bs=64k count=4 status=none
+	# a process holds the file open while it is removed and written on
+	as_user "$SFS_ALICE" "$PY" -c '
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+os.unlink(sys.argv[1])
+os.pwrite(fd, b"z" * 65536, 1 << 20)
+os.fsync(fd)
+os.close(fd)' "$N/gone"
+	assert_eq 0 "$(used user "$ua" inodes)" "the unlinked file left alice's inodes"
+	assert_eq 0 "$(used user "$ua" bytes)" "and her bytes"
+	assert_check_clean "ledger equals a scan"
+}
+
+# ---- hard limits ------------------------------------------------------------------------------
+
+test_quota_user_block_limit() {
+	quota_views usrquota
+	local ua
+	ua=$(id -u "$SFS_ALICE")
+	assert_ok quota set "$LOOP" -u "$SFS_ALICE" --bhard 1M
+	assert_fails_with "$EDQUOT_MSG" as_user "$SFS_ALICE" dd if=/dev/zero of="$Q/big" bs=64k count=32 status=none
+	local b
+	b=$(used user "$ua" bytes)
+	assert_eq 1048576 "$b" "alice is charged exactly up to her limit"
+	assert_eq 1048576 "$(stat -c %s "$Q/big")" "the file holds what fitted"
+	assert_eq EDQUOT "$(as_user "$SFS_ALICE" bash -c "$(declare -f pywrite); PY=$PY pywrite '$Q/big' 1048576 1")" \
+		"one more byte: EDQUOT"
+	assert_eq 1048576 "$(stat -c %s "$Q/big")" "and the file is as it was"
+	assert_eq "ok 4096" "$(as_user "$SFS_ALICE" bash -c "$(declare -f pywrite); PY=$PY pywrite '$Q/big' 0 4096")" \
+		"overwriting allocated blocks needs no quota"
+	assert_ok as_user "$SFS_ALICE" dd if=/dev/zero of="$N/elsewhere" bs=64k count=4 status=none
+	assert_gt "$(used user "$ua" bytes)" 1048576 "a noquota view accounts but does not enforce"
+	assert_fails_with "$EDQUOT_MSG" as_user "$SFS_ALICE" fallocate -l 1M "$Q/fa"
+	assert_eq 0 "$(stat -c %s "$Q/fa")" "refused fallocate leaves the file empty"
+	assert_fails_with "$EDQUOT_MSG" as_user "$SFS_ALICE" cp "$Q/big" "$Q/copy"
+	assert_ok as_user "$SFS_ALICE" truncate -s 1G "$Q/sparse"
+	assert_eq 1073741824 "$(stat -c %s "$Q/sparse")" "a sparse extension allocates nothing and passes"
+	assert_fails_with "$EDQUOT_MSG" as_user "$SFS_ALICE" sh -c "head -c 4096 /dev/zero >> '$Q/sparse'"
+	assert_ok as_user "$SFS_ALICE" rm "$N/elsewhere" "$Q/copy" "$Q/big"
+	assert_ok as_user "$SFS_ALICE" sh -c "head -c 4096 /dev/zero >> '$Q/sparse'"
+	assert_check_clean "ledger equals a scan after the refusals"
+}
+
+test_quota_root_is_not_exempt() {
+	quota_views usrquota
+	assert_ok quota set "$LOOP" -u root --bhard 64K --ihard 10
+	assert_fails_with "$EDQUOT_MSG" dd if=/dev/zero of="$Q/r" bs=64k count=4 status=none
+	assert_ok dd if=/dev/zero of="$N/r2" bs=64k count=4 status=none
+	assert_ok quota set "$LOOP" -u 0 --bhard 0 --ihard 0
+	assert_ok dd if=/dev/zero of="$Q/r" bs=64k count=4 status=none
+}
+
+test_quota_inode_limit() {
+	quota_views quota
+	local ua
+	ua=$(id -u "$SFS_ALICE")
+	assert_ok quota set "$LOOP" -u "$SFS_ALICE" --ihard 3
+	assert_ok as_user "$SFS_ALICE" touch "$Q/1" "$Q/2" "$Q/3"
+	assert_fails_with "$EDQUOT_MSG" as_user "$SFS_ALICE" touch "$Q/4"
+	assert_fails_with "$EDQUOT_MSG" as_user "$SFS_ALICE" mkdir "$Q/d"
+	assert_fails_with "$EDQUOT_MSG" as_user "$SFS_ALICE" ln -s 1 "$Q/s"
+	assert_fails_with "$EDQUOT_MSG" as_user "$SFS_ALICE" mkfifo "$Q/p"
+	assert_ok as_user "$SFS_ALICE" ln "$Q/1" "$Q/hard"
+	assert_eq 3 "$(used user "$ua" inodes)" "a hard link costs no inode"
+	assert_ok test ! -e "$Q/4" -a ! -e "$Q/d" -a ! -e "$Q/s" -a ! -e "$Q/p"
+	assert_ok as_user "$SFS_ALICE" touch "$N/4"
+	assert_eq 4 "$(used user "$ua" inodes)" "the noquota view creates, and it is counted"
+}
+
+test_quota_group_limit_and_setgid_directory() {
+	quota_views grpquota
+	local g
+	g=$(getent group "$SFS_GRP" | cut -d: -f3)
+	mkdir "$Q/shared"
+	chgrp "$SFS_GRP" "$Q/shared"
+	chmod 2777 "$Q/shared"
+	assert_ok quota set "$LOOP" -g "$SFS_GRP" --ihard 3
+	local before
+	before=$(used group "$g" inodes)
+	assert_eq 1 "$before" "the setgid directory is the group's"
+	assert_ok as_user "$SFS_BOB" touch "$Q/shared/b1" "$Q/shared/b2"
+	assert_eq "$SFS_GRP" "$(stat -c %G "$Q/shared/b1")" "bob's file gets the directory's group"
+	assert_fails_with "$EDQUOT_MSG" as_user "$SFS_BOB" touch "$Q/shared/b3"
+	assert_ok as_user "$SFS_BOB" touch "$Q/bob-own"
+	assert_check_clean "ledger equals a scan"
+}
+
+test_quota_chown_to_user_over_limit() {
+	quota_views usrquota
+	dd if=/dev/zero of="$Q/f" bs=64k count=4 status=none
+	assert_ok quota set "$LOOP" -u "$SFS_BOB" --bhard 128K
+	assert_fails_with "$EDQUOT_MSG" chown "$SFS_BOB" "$Q/f"
+	assert_eq root "$(stat -c %U "$Q/f")" "owner unchanged"
+	assert_ok chown "$SFS_BOB" "$N/f"
+	assert_eq "$SFS_BOB" "$(stat -c %U "$Q/f")" "a noquota view may chown"
+	assert_check_clean "ledger equals a scan"
+}
+
+test_quota_xattr_block_past_limit_is_undone() {
+	quota_views usrquota
+	as_user "$SFS_ALICE" sh -c "echo data > '$Q/x'"
+	local ua bytes
+	ua=$(id -u "$SFS_ALICE")
+	bytes=$(used user "$ua" bytes)
+	assert_ok quota set "$LOOP" -u "$SFS_ALICE" --bhard "$bytes"
+	assert_ok as_user "$SFS_ALICE" setfattr -n user.small -v 1 "$Q/x"
+	assert_fails_with "$EDQUOT_MSG" as_user "$SFS_ALICE" setfattr -n user.big -v "$(head -c 3000 /dev/zero | tr '\0' z)" "$Q/x"
+	assert_eq "" "$(getfattr --only-values -n user.big "$Q/x" 2>/dev/null)" "the refused xattr is not there"
+	assert_eq 1 "$(getfattr --only-values -n user.small "$Q/x")" "the small one stays"
+	assert_eq "$bytes" "$(used user "$ua" bytes)" "usage back where it was"
+}
+
+# ---- soft limits and grace ----------------------------------------------------------------
+
+test_quota_soft_limit_grace_expires() {
+	quota_views usrquota
+	local ua
+	ua=$(id -u "$SFS_ALICE")
+	assert_ok quota grace "$LOOP" --blocks 2s --inodes 1h
+	assert_ok quota set "$LOOP" -u "$SFS_ALICE" --bsoft 64K --bhard 1M
+	assert_ok as_user "$SFS_ALICE" dd if=/dev/zero of="$Q/a" bs=64k count=2 status=none
+	local ends
+	ends=$(quota report "$LOOP" --json | jq -r --argjson id "$ua" '.users[] | select(.id == $id) | .bytes.grace_ends')
+	assert_ok test "$ends" -gt 0
+	assert_ok as_user "$SFS_ALICE" dd if=/dev/zero of="$Q/b" bs=4k count=1 status=none
+	sleep 2.5
+	assert_fails_with "$EDQUOT_MSG" as_user "$SFS_ALICE" dd if=/dev/zero of="$Q/c" bs=4k count=1 status=none
+	assert_ok as_user "$SFS_ALICE" touch "$Q/empty" # no blocks: inodes are within their grace
+	assert_ok as_user "$SFS_ALICE" rm "$Q/a" "$Q/b" "$Q/c"
+	assert_eq null "$(quota report "$LOOP" --json | jq -r --argjson id "$ua" '.users[] | select(.id == $id) | .bytes.grace_ends')" \
+		"back under the soft limit: no grace timer"
+	assert_ok as_user "$SFS_ALICE" dd if=/dev/zero of="$Q/d" bs=4k count=1 status=none
+}
+
+# ---- persistence --------------------------------------------------------------------------
+
+test_quota_limits_survive_restart() {
+	quota_views quota
+	local pid ua
+	ua=$(id -u "$SFS_ALICE")
+	pid=$(view_pid "$Q")
+	assert_ok quota set "$LOOP" -u "$SFS_ALICE" --bsoft 1M --bhard 2M --isoft 10 --ihard 20
+	assert_ok quota set "$LOOP" -g "$SFS_GRP" --ihard 5
+	assert_ok quota grace "$LOOP" --blocks 3d --inodes 12h
+	as_user "$SFS_ALICE" dd if=/dev/zero of="$Q/f" bs=64k count=20 status=none
+	assert_ok sfs_umount "$Q"
+	assert_ok sfs_umount "$N"
+	wait_daemon_gone "$pid"
+	mkdir -p "$T_DIR/native"
+	need mount -o ro "$LOOP" "$T_DIR/native"
+	local st
+	st=$(cat "$T_DIR/native/.strictfs/quota")
+	assert_contains "$st" "version 1" "state file has a version"
+	assert_contains "$st" "user $ua bsoft=1048576 bhard=2097152 isoft=10 ihard=20" "alice's limits on disk"
+	assert_contains "$st" "grace blocks=259200 inodes=43200" "grace times on disk"
+	assert_ok test ! -e "$T_DIR/native/.strictfs/quota.new"
+	assert_eq "600 root" "$(stat -c '%a %U' "$T_DIR/native/.strictfs/quota")" "state file is root's, 0600"
+	umount "$T_DIR/native"
+	view usrquota "$LOOP" "$Q"
+	local r
+	r=$(quota report "$LOOP" --json)
+	assert_eq "1048576 2097152 10 20" "$(jq -r --argjson id "$ua" '.users[] | select(.id == $id) | "\(.bytes.soft) \(.bytes.hard) \(.inodes.soft) \(.inodes.hard)"' <<<"$r")" \
+		"limits back after restart"
+	assert_eq "259200 43200" "$(jq -r '"\(.grace.blocks) \(.grace.inodes)"' <<<"$r")" "grace times back"
+	assert_eq 1310720 "$(jq -r --argjson id "$ua" '.users[] | select(.id == $id) | .bytes.used' <<<"$r")" \
+		"usage rebuilt by the scan"
+	assert_fails_with "$EDQUOT_MSG" as_user "$SFS_ALICE" dd if=/dev/zero of="$Q/g" bs=64k count=20 status=none
+}
+
+test_quota_refuses_corrupt_state_file() {
+	new_source qbad
+	mkdir -p "$T_DIR/native"
+	need mount "$LOOP" "$T_DIR/native"
+	mkdir "$T_DIR/native/.strictfs"
+	printf 'version 1\nuser 1000 bsoft=x\n' >"$T_DIR/native/.strictfs/quota"
+	umount "$T_DIR/native"
+	mkdir "$T_DIR/v"
+	assert_refused "/.strictfs/quota: line 2: malformed line" "$STRICTFS" mount "$LOOP" "$T_DIR/v"
+	need mount "$LOOP" "$T_DIR/native"
+	assert_eq "$(printf 'version 1\nuser 1000 bsoft=x')" "$(cat "$T_DIR/native/.strictfs/quota")" "the file is left as it was"
+	umount "$T_DIR/native"
+}
+
+# ---- view limits and df -------------------------------------------------------------------
+
+test_quota_size_and_inodes_view() {
+	new_source qsize
+	local V=$T_DIR/v W=$T_DIR/w
+	view size=4M,inodes=20 "$LOOP" "$V"
+	view "" "$LOOP" "$W"
+	assert_eq 4194304 "$(view_opt "$V" size)" "status: size"
+	assert_eq 20 "$(view_opt "$V" inodes)" "status: inodes"
+	local used_kib
+	used_kib=$(quota report "$LOOP" --json | jq -r '.total.bytes.used / 1024 | ceil')
+	assert_eq "4096 $used_kib" "$(df -B1K --output=size,used "$V" | tail -1 | awk '{print $1, $2}')" "df: the view's size and usage"
+	assert_eq 20 "$(df --output=itotal "$V" | tail -1 | tr -d ' ')" "df -i: the view's inodes"
+	assert_fails_with "$EDQUOT_MSG" dd if=/dev/zero of="$V/big" bs=1M count=8 status=none
+	assert_lt "$(du -k "$W/big" | cut -f1)" 4096 "the view's tree stayed under 4M"
+	assert_ok dd if=/dev/zero of="$W/big2" bs=1M count=8 status=none
+	assert_ok touch "$V/empty" # an inode without blocks still fits
+	assert_fails_with "$EDQUOT_MSG" mkdir "$V/dir" # a directory needs a block
+	assert_ok sh -c "rm '$W/big2' '$W/big'"
+	assert_ok mkdir "$V/dir"
+	local n
+	n=$(quota report "$LOOP" --json | jq -r '.total.inodes.used')
+	for ((i = n; i < 20; i++)); do touch "$V/f$i"; done
+	assert_fails_with "$EDQUOT_MSG" touch "$V/one-more"
+	assert_ok touch "$W/one-more"
+	assert_ok "$STRICTFS" quota set "$LOOP" --view "$V" --bhard 64M --ihard 0
+	assert_eq 67108864 "$(view_opt "$V" size)" "quota set --view changes the view's size live"
+	assert_ok dd if=/dev/zero of="$V/big" bs=1M count=8 status=none
+}
+
+test_quota_df_shows_callers_own_limits() {
+	quota_views usrquota
+	assert_ok quota set "$LOOP" -u "$SFS_ALICE" --bsoft 2M --bhard 8M --ihard 100
+	as_user "$SFS_ALICE" dd if=/dev/zero of="$Q/a" bs=64k count=8 status=none
+	assert_eq "2048 512 1536" "$(as_user "$SFS_ALICE" df -B1K --output=size,used,avail "$Q" | tail -1 | awk '{print $1, $2, $3}')" \
+		"alice's df: her soft limit, her usage, what is left"
+	assert_eq 100 "$(as_user "$SFS_ALICE" df --output=itotal "$Q" | tail -1 | tr -d ' ')" "alice's df -i: her inode limit"
+	local full
+	full=$(df -B1K --output=size "$N" | tail -1 | tr -d ' ')
+	assert_eq "$full" "$(as_user "$SFS_BOB" df -B1K --output=size "$Q" | tail -1 | tr -d ' ')" "bob has no limit: the backing's size"
+	assert_eq "$full" "$(as_user "$SFS_ALICE" df -B1K --output=size "$N" | tail -1 | tr -d ' ')" "a noquota view: the backing's size"
+}
+
+test_quota_remount_turns_enforcement_on() {
+	quota_views noquota
+	assert_ok quota set "$LOOP" -u "$SFS_ALICE" --ihard 1
+	assert_ok as_user "$SFS_ALICE" touch "$Q/1" "$Q/2"
+	assert_ok "$STRICTFS" mount -o remount,usrquota "$Q"
+	assert_eq usrquota "$(view_opt "$Q" quota)" "status after remount"
+	assert_fails_with "$EDQUOT_MSG" as_user "$SFS_ALICE" touch "$Q/3"
+	assert_ok "$STRICTFS" mount -o remount,noquota "$Q"
+	assert_ok as_user "$SFS_ALICE" touch "$Q/3"
+}
+
+# ---- check ----------------------------------------------------------------------------------
+
+test_quota_check_finds_writes_behind_its_back() {
+	new_source qshare
+	local NAT=$T_DIR/native V=$T_DIR/v
+	mkdir -p "$NAT"
+	need mount "$LOOP" "$NAT"
+	view share=existing "$LOOP" "$V"
+	assert_check_clean "equal before anything changes"
+	dd if=/dev/zero of="$NAT/behind" bs=64k count=4 status=none
+	sync
+	assert_exit 1 quota check "$LOOP"
+	assert_contains "$(cat "$T_DIR/.out")" "user 0 bytes: live" "the difference is listed"
+	assert_contains "$(cat "$T_DIR/.err")" "quota accounting differs from a fresh scan" "and named on stderr"
+	assert_ok sfs_umount "$V"
+	umount "$NAT"
+}
+
+# ---- refusals -------------------------------------------------------------------------------
+
+test_quota_refusals() {
+	quota_views usrquota
+	assert_exit 2 quota set "$LOOP" --bhard 1M
+	assert_exit 2 quota set "$LOOP" -u "$SFS_ALICE"
+	assert_exit 2 quota bogus "$LOOP"
+	assert_exit 2 quota report
+	assert_refused "--bhard=1Q: not a size" "$STRICTFS" quota set "$LOOP" -u "$SFS_ALICE" --bhard 1Q
+	assert_refused "nosuchuser_sfs: no such user" "$STRICTFS" quota set "$LOOP" -u nosuchuser_sfs --bhard 1M
+	assert_refused "--blocks=soon: not a duration" "$STRICTFS" quota grace "$LOOP" --blocks soon
+	assert_refused "--bsoft: a view has hard limits only" "$STRICTFS" quota set "$LOOP" --view "$Q" --bsoft 1M
+	mkimg idle
+	assert_refused "no strictfs daemon serves it" "$STRICTFS" quota report "$REPLY"
+	assert_refused "cache=writeback: cannot be combined with quota" "$STRICTFS" mount -o quota,cache=writeback "$LOOP" "$T_DIR/x"
+	assert_refused "size: not supported with subdir= yet" "$STRICTFS" mount -o subdir=/,size=1M,subdir=/lost+found "$LOOP" "$T_DIR/x"
+	assert_refused "size=12Q: not a size" "$STRICTFS" mount -o size=12Q "$LOOP" "$T_DIR/x"
+	assert_refused "cache=writeback: cannot be combined with usrquota" "$STRICTFS" mount -o remount,cache=writeback "$Q"
+	assert_eq strict "$(view_opt "$Q" cache)" "the view is unchanged"
+}
+
+[[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"
