@@ -20,6 +20,9 @@ struct sfs_nodeq {
 	int64_t bytes;   /* st_blocks * 512 */
 	uint32_t uid, gid;
 	bool counted;    /* false once its last link is gone */
+	uint32_t rmask;  /* the view trees (quota roots) it is inside, valid for generation rgen */
+	uint32_t rgen;
+	ino_t parent;    /* a directory holding it (not for directories: they know "..") */
 };
 
 struct sfs_view_ref {

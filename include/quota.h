@@ -25,6 +25,17 @@ struct sfs_daemon;
 enum sfs_scan_state { SFS_SCAN_RUNNING, SFS_SCAN_DONE, SFS_SCAN_FAILED };
 
 #define SFS_QSTRIPES 64
+#define SFS_QROOTS 32
+
+/* The tree of a subdir= view that has size= or inodes=: its usage is kept apart. Objects
+ * never move into or out of such a tree (rename and link across its edge fail with EXDEV, as
+ * ext4 does across project quota boundaries), so a node's membership is its parent's. */
+struct sfs_qroot {
+	unsigned views;                  /* 0: the slot is free */
+	ino_t ino;                       /* the tree's top directory */
+	struct sfs_node *node;           /* its node, pinned by the views rooted there */
+	struct sfs_qentry e;             /* usage and reservations (limits are the views') */
+};
 
 struct sfs_quota {
 	struct sfs_daemon *d;
@@ -37,6 +48,9 @@ struct sfs_quota {
 	atomic_int scan;                 /* enum sfs_scan_state */
 	atomic_ullong scanned, expected; /* inodes, for the progress in status */
 	long bsize;                      /* the backing's block size */
+	struct sfs_qroot roots[SFS_QROOTS]; /* ledger lock; slots change under the barrier */
+	atomic_uint nroots;
+	atomic_uint rgen;                /* bumped when the set of roots changes */
 	pthread_t scan_thread;
 	bool scan_started;
 };
@@ -50,6 +64,7 @@ struct sfs_charge {
 	                                    that keeps the group) */
 	uint32_t id[SFS_QNTYPES];
 	int64_t amount[SFS_QNRES];
+	int root;                        /* SFS_CHARGE_TOTAL: a root slot, or -1 for the backing */
 };
 
 #define SFS_CHARGE_USR 1u
@@ -76,13 +91,33 @@ int sfs_quota_within(struct sfs_charge *c, unsigned tables, const struct sfs_qli
 /* A node entering the table starts out counted as its stat says. */
 void sfs_quota_node_init(struct sfs_nodeq *nq, const struct stat *st);
 
+/* A node was looked up in directory parent: where it lives, for its tree membership. */
+void sfs_quota_placed(struct sfs_node *node, const struct sfs_node *parent);
+
+/* The view trees (root slots) a node is inside; fd is any descriptor of the node. */
+uint32_t sfs_quota_mask(struct sfs_quota *q, struct sfs_node *node, int fd);
+
+/* Whether an object may move or be linked from directory a to directory b: 0, or -EXDEV
+ * when that would cross the edge of a view tree whose usage is kept apart. */
+int sfs_quota_may_move(struct sfs_quota *q, struct sfs_node *a, int afd, struct sfs_node *b,
+                       int bfd);
+
+/* Keeps the usage of the tree at root (a directory node, fd its descriptor) apart: scans it
+ * once. Returns the root slot, or -1 with the reason in err. */
+int sfs_quota_add_root(struct sfs_quota *q, struct sfs_node *root, int fd, char *err,
+                       size_t errlen);
+void sfs_quota_drop_root(struct sfs_quota *q, int slot);
+/* Usage of a root slot, or of the whole backing for -1. */
+void sfs_quota_tree(struct sfs_quota *q, int slot, struct sfs_qentry *out);
+
 /* After a change to the object open as fd (any descriptor, O_PATH too): moves the difference
  * between what node was counted as and what it is now. node may be NULL for an object not in
  * the table, with *was its state before the change. */
 void sfs_quota_sync(struct sfs_quota *q, struct sfs_node *node, struct sfs_nodeq *was, int fd);
 
 /* A new object made by a request: counted from its stat. */
-void sfs_quota_created(struct sfs_quota *q, struct sfs_node *node, const struct stat *st);
+void sfs_quota_created(struct sfs_quota *q, struct sfs_node *node, const struct stat *st,
+                       struct sfs_node *parent, int parent_fd);
 
 /* Blocks an allocation in [off, off+len) of the file open as fd would add, in bytes. */
 int64_t sfs_quota_alloc_bytes(struct sfs_quota *q, int fd, off_t off, off_t len);
@@ -103,7 +138,6 @@ void sfs_quota_flush(struct sfs_quota *q);
 /* The caller's user and group limits with their usage, for statfs in enforcing views. */
 void sfs_quota_usage(struct sfs_quota *q, enum sfs_qtype type, uint32_t id,
                      struct sfs_qentry *out);
-void sfs_quota_total(struct sfs_quota *q, struct sfs_qentry *out);
 
 /* Bits of `which` for sfs_quota_set / sfs_quota_set_grace: which fields were given. */
 #define SFS_QSET_BSOFT 1u

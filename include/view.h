@@ -36,6 +36,7 @@ struct sfs_view {
 	double attr_timeout;
 	double negative_timeout;        /* 0 in casefold views: another spelling may appear */
 	bool keep_cache;                /* page cache survives open(): others' writes are notified */
+	int qroot;                      /* quota root slot of a subdir view with size=/inodes=, or -1 */
 };
 
 static inline struct sfs_node *sfs_node_of(const struct sfs_view *v, fuse_ino_t ino)

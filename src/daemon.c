@@ -202,6 +202,23 @@ static int free_slot(struct sfs_daemon *d)
 	return -1;
 }
 
+/* A subdir view with size= or inodes= has its tree's usage kept apart (quota.h). */
+static int track_view_tree(struct sfs_daemon *d, struct sfs_view *v, const struct sfs_opts *o,
+                           char *err, size_t errlen)
+{
+	int fd;
+
+	if (v->qroot >= 0 || !strcmp(o->subdir, "/") || (!o->size_limit && !o->inode_limit))
+		return 0;
+	if ((fd = sfs_fd_get(&d->fdc, v->root)) < 0) {
+		sfs_errf(err, errlen, o->subdir, "%s", strerror(-fd));
+		return fd;
+	}
+	v->qroot = sfs_quota_add_root(&d->quota, v->root, fd, err, errlen);
+	sfs_fd_put(&d->fdc, v->root);
+	return v->qroot < 0 ? -EINVAL : 0;
+}
+
 static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t errlen)
 {
 	const char *mp = sfs_msg_get(req, "mountpoint");
@@ -219,6 +236,7 @@ static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t
 	rc = -ENOMEM;
 	if (!(v = calloc(1, sizeof(*v))))
 		goto fail;
+	v->qroot = -1;
 	if ((rc = sfs_opts_parse(optstr, &v->opts, err, errlen)))
 		goto fail;
 	if ((rc = admissible(d, &v->opts, err, errlen)))
@@ -229,6 +247,10 @@ static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t
 	}
 	if ((rc = open_view_root(d, v->opts.subdir, &v->root, err, errlen)))
 		goto fail;
+	if ((rc = track_view_tree(d, v, &v->opts, err, errlen))) {
+		sfs_itab_unpin(&d->itab, &d->fdc, v->root);
+		goto fail;
+	}
 	v->d = d;
 	v->slot = slot;
 	strcpy(v->mountpoint, mp);
@@ -248,6 +270,7 @@ static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t
 	req->fds[0] = -1;
 	if (rc) {
 		sfs_errf(err, errlen, mp, "cannot start the FUSE session: %s", strerror(-rc));
+		sfs_quota_drop_root(&d->quota, v->qroot);
 		sfs_itab_unpin(&d->itab, &d->fdc, v->root);
 		goto fail;
 	}
@@ -305,6 +328,8 @@ static int remount_view(struct sfs_daemon *d, struct sfs_msg *req, unsigned long
 	*flags = o.mount_flags;
 	if (check && !strcmp(check, "1"))
 		return 0;
+	if ((rc = track_view_tree(d, v, &o, err, errlen)))
+		return rc;
 	v->opts = o;
 	syslog(LOG_INFO, "%s: view at %s remounted (-o %s)", d->source, mp, optstr);
 	return 0;
@@ -318,6 +343,7 @@ static void drop_view(struct sfs_daemon *d, struct sfs_view *v)
 	pthread_rwlock_unlock(&d->views_lock);
 	sfs_view_finish(v);
 	sfs_itab_drop_view(&d->itab, &d->fdc, v->slot);
+	sfs_quota_drop_root(&d->quota, v->qroot);
 	sfs_itab_unpin(&d->itab, &d->fdc, v->root);
 	syslog(LOG_INFO, "%s: view at %s removed", d->source, v->mountpoint);
 	free(v);
@@ -376,6 +402,36 @@ static bool limit_fields(const struct sfs_msg *req, uint64_t soft[SFS_QNRES],
 	return true;
 }
 
+/* Each view's tree: its usage (the whole backing's, or its subdir's when kept apart) and
+ * its own limits. */
+static json_object *views_usage(struct sfs_daemon *d)
+{
+	json_object *a = json_object_new_array();
+
+	pthread_rwlock_rdlock(&d->views_lock);
+	for (size_t s = 0; s < SFS_MAX_VIEWS; s++) {
+		struct sfs_view *v = d->views[s];
+		json_object *o;
+		struct sfs_qentry e;
+		if (!v || atomic_load(&v->ended))
+			continue;
+		o = json_object_new_object();
+		json_object_object_add(o, "mountpoint", json_object_new_string(v->mountpoint));
+		json_object_object_add(o, "subdir", json_object_new_string(v->opts.subdir));
+		if (v->qroot >= 0 || !strcmp(v->opts.subdir, "/")) {
+			sfs_quota_tree(&d->quota, v->qroot, &e);
+			json_object_object_add(o, "bytes", json_object_new_int64(e.used[SFS_QBYTES]));
+			json_object_object_add(o, "inodes", json_object_new_int64(e.used[SFS_QINODES]));
+		}
+		json_object_object_add(o, "size", json_object_new_int64((int64_t)v->opts.size_limit));
+		json_object_object_add(o, "inode_limit",
+		                       json_object_new_int64((int64_t)v->opts.inode_limit));
+		json_object_array_add(a, o);
+	}
+	pthread_rwlock_unlock(&d->views_lock);
+	return a;
+}
+
 /* `strictfs quota set|grace|report|check`: rc, and a JSON answer for report and check. */
 static int quota_request(struct sfs_daemon *d, const struct sfs_msg *req, json_object **out,
                          char *err, size_t errlen)
@@ -388,6 +444,7 @@ static int quota_request(struct sfs_daemon *d, const struct sfs_msg *req, json_o
 
 	if (op && !strcmp(op, "report")) {
 		*out = sfs_quota_report(&d->quota);
+		json_object_object_add(*out, "views", views_usage(d));
 		return 0;
 	}
 	if (op && !strcmp(op, "check")) {

@@ -35,6 +35,7 @@ struct sfs_file {
 };
 
 struct sfs_dir {
+	struct sfs_node *node; /* the kernel holds the directory open, and so its node */
 	int fd;
 	DIR *dp;
 	off_t offset;
@@ -155,7 +156,8 @@ static void fill_entry(struct sfs_view *v, struct sfs_node *n, const struct stat
 
 /* Enters an O_PATH descriptor of a backing object into the table, counting a lookup by the
  * view. Takes ownership of fd. */
-static int entry_from_fd(struct sfs_view *v, int fd, struct fuse_entry_param *e)
+static int entry_from_fd(struct sfs_view *v, struct sfs_node *parent, int fd,
+                         struct fuse_entry_param *e)
 {
 	struct sfs_node *n;
 	struct stat st;
@@ -172,29 +174,31 @@ static int entry_from_fd(struct sfs_view *v, int fd, struct fuse_entry_param *e)
 	rc = sfs_itab_get(&v->d->itab, &v->d->fdc, fd, &st, v->slot, &n);
 	if (rc)
 		return rc;
+	sfs_quota_placed(n, parent);
 	fill_entry(v, n, &st, e);
 	return 0;
 }
 
-static int lookup_at(struct sfs_req *r, int dirfd, const char *name, struct fuse_entry_param *e)
+static int lookup_at(struct sfs_req *r, struct sfs_node *dir, int dirfd, const char *name,
+                     struct fuse_entry_param *e)
 {
 	int fd = BACKING(r, openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
 
 	if (fd < 0)
 		return fd;
-	return entry_from_fd(r->view, fd, e);
+	return entry_from_fd(r->view, dir, fd, e);
 }
 
 /* readdirplus looks entries up without the kernel having checked search permission on the
  * directory, so it never takes the noacl retry: strictly as the caller. */
-static int lookup_for_listing(struct sfs_req *r, int dirfd, const char *name,
-                              struct fuse_entry_param *e)
+static int lookup_for_listing(struct sfs_req *r, struct sfs_node *dir, int dirfd,
+                              const char *name, struct fuse_entry_param *e)
 {
 	int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 
 	if (fd < 0)
 		return -errno;
-	return entry_from_fd(r->view, fd, e);
+	return entry_from_fd(r->view, dir, fd, e);
 }
 
 static void forget_one(struct sfs_view *v, fuse_ino_t ino)
@@ -228,13 +232,13 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		goto out;
 	if ((rc = sfs_policy_name(r.view, p.node, name, false)))
 		goto out;
-	rc = lookup_at(&r, p.fd, name, &e);
+	rc = lookup_at(&r, p.node, p.fd, name, &e);
 	if (rc == -ENOENT) {
 		char alias[NAME_MAX + 1];
 		/* another spelling of the name (casefold views); the kernel may keep this spelling's
 		 * dentry, positive or negative, only while names.c tracks it for invalidation */
 		if (sfs_policy_resolve(r.view, p.node, p.fd, name, alias, sizeof(alias)) == 0)
-			rc = lookup_at(&r, p.fd, alias, &e);
+			rc = lookup_at(&r, p.node, p.fd, alias, &e);
 		if (rc == 0 || rc == -ENOENT)
 			tracked = sfs_names_track_spelling(r.view, p.node, name);
 		if (rc == 0 && !tracked)
@@ -457,9 +461,9 @@ static int finish_create(struct sfs_req *r, struct held *p, const char *name, mo
 	int rc = sfs_policy_created(r, p->fd, name, mode);
 
 	if (!rc)
-		rc = lookup_at(r, p->fd, name, e);
+		rc = lookup_at(r, p->node, p->fd, name, e);
 	if (!rc)
-		sfs_quota_created(ledger(r), sfs_node_of(r->view, e->ino), &e->attr);
+		sfs_quota_created(ledger(r), sfs_node_of(r->view, e->ino), &e->attr, p->node, p->fd);
 	sfs_quota_sync(ledger(r), p->node, NULL, p->fd); /* the directory may have grown */
 	sfs_coh_name(r->view, p->node, name);
 	sfs_coh_attr(r->view, p->node);
@@ -587,8 +591,10 @@ struct victim {
 	struct stat st;
 };
 
-static void victim_open(struct sfs_view *v, int dirfd, const char *name, struct victim *vi)
+static void victim_open(struct sfs_view *v, struct held *dir, const char *name, struct victim *vi)
 {
+	int dirfd = dir->fd;
+
 	vi->fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (vi->fd < 0 || fstat(vi->fd, &vi->st) < 0) {
 		vi->st.st_mode = 0;
@@ -597,6 +603,7 @@ static void victim_open(struct sfs_view *v, int dirfd, const char *name, struct 
 	}
 	vi->node = sfs_itab_find(&v->d->itab, vi->st.st_dev, vi->st.st_ino);
 	sfs_quota_node_init(&vi->was, &vi->st);
+	vi->was.rmask = sfs_quota_mask(&v->d->quota, dir->node, dirfd);
 }
 
 /* After the change (done or not): the ledger follows, the descriptor goes. */
@@ -634,7 +641,7 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, in
 		goto out;
 	actual = backing_spelling(&r, &p, name, buf, sizeof(buf));
 	sfs_names_lock(r.view->d, p.node);
-	victim_open(r.view, p.fd, actual, &vi);
+	victim_open(r.view, &p, actual, &vi);
 	rc = BACKING(&r, unlinkat(p.fd, actual, flags));
 	if (!rc) {
 		sfs_names_removed(r.view, p.node, actual);
@@ -691,11 +698,14 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 		goto out;
 	/* the source in the backing's spelling; a target whose class has a member under another
 	 * spelling replaces that member, as on casefold ext4 */
+	/* nothing moves across the edge of a view tree whose usage is kept apart */
+	if ((rc = sfs_quota_may_move(ledger(&r), p.node, p.fd, np.node, np.fd)))
+		goto out;
 	from = backing_spelling(&r, &p, name, buf, sizeof(buf));
 	to = backing_spelling(&r, &np, newname, nbuf, sizeof(nbuf));
 	sfs_names_lock2(r.view->d, p.node, np.node);
-	victim_open(r.view, p.fd, from, &moved);
-	victim_open(r.view, np.fd, to, &victim);
+	victim_open(r.view, &p, from, &moved);
+	victim_open(r.view, &np, to, &victim);
 	rc = BACKING(&r, renameat2(p.fd, from, np.fd, to, flags));
 	if (!rc && !(flags & RENAME_EXCHANGE)) {
 		if (S_ISDIR(victim.st.st_mode) && !(flags & RENAME_NOREPLACE))
@@ -747,7 +757,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 		goto out;
 	if ((rc = hold(r.view, ino, &h)) || (rc = hold(r.view, newparent, &np)) ||
 	    (rc = sfs_policy_name(r.view, np.node, newname, true)) ||
-	    (rc = check_new_name(&r, &np, newname)))
+	    (rc = check_new_name(&r, &np, newname)) ||
+	    (rc = sfs_quota_may_move(ledger(&r), h.node, h.fd, np.node, np.fd)))
 		goto out;
 	proc_path(path, h.fd);
 	/* The magic link lands on the node itself, symlinks included, and never follows on. */
@@ -757,7 +768,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 		sfs_names_added(r.view, np.node, newname);
 	sfs_names_unlock(r.view->d, np.node);
 	if (!rc) {
-		rc = lookup_at(&r, np.fd, newname, &e);
+		rc = lookup_at(&r, np.node, np.fd, newname, &e);
 		sfs_quota_sync(ledger(&r), np.node, NULL, np.fd); /* the directory may have grown */
 		sfs_coh_name(r.view, np.node, newname);
 		sfs_coh_attr(r.view, np.node);
@@ -895,9 +906,9 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		goto out;
 	proc_path(path, fd);
 	rc = open(path, O_PATH | O_CLOEXEC);
-	rc = rc < 0 ? -errno : entry_from_fd(r.view, rc, &e);
+	rc = rc < 0 ? -errno : entry_from_fd(r.view, p.node, rc, &e);
 	if (!rc && made)
-		sfs_quota_created(ledger(&r), sfs_node_of(r.view, e.ino), &e.attr);
+		sfs_quota_created(ledger(&r), sfs_node_of(r.view, e.ino), &e.attr, p.node, p.fd);
 	sfs_quota_sync(ledger(&r), p.node, NULL, p.fd); /* the directory may have grown */
 	sfs_coh_name(r.view, p.node, name);
 	sfs_coh_attr(r.view, p.node);
@@ -1047,6 +1058,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		goto out;
 	}
 	d->fd = fd;
+	d->node = h.node;
 	fd = -1;
 	rc = 0;
 	fi->fh = (uintptr_t)d;
@@ -1081,7 +1093,7 @@ static size_t add_dirent(struct sfs_req *r, struct sfs_dir *d, bool plus, char *
 	if (!plus)
 		return fuse_add_direntry(r->req, p, rem, de->d_name, &e.attr, nextoff);
 	if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
-	    lookup_for_listing(r, dirfd(d->dp), de->d_name, &e) < 0) {
+	    lookup_for_listing(r, d->node, dirfd(d->dp), de->d_name, &e) < 0) {
 		memset(&e, 0, sizeof(e));
 		e.attr.st_ino = de->d_ino;
 		e.attr.st_mode = de->d_type << 12;

@@ -450,12 +450,6 @@ static int check_combinations(const struct sfs_opts *o, char *err, size_t errlen
 		         "against the limits)", quota_option_name(o));
 		return -EINVAL;
 	}
-	if (strcmp(o->subdir, "/") && (o->size_limit || o->inode_limit)) {
-		sfs_errf(err, errlen, o->size_limit ? "size" : "inodes",
-		         "not supported with subdir= yet (only the whole backing is accounted as a "
-		         "view's tree)");
-		return -EINVAL;
-	}
 	if (o->share == SFS_SHARE_EXISTING && sfs_opts_enforce_quota(o)) {
 		sfs_errf(err, errlen, quota_option_name(o),
 		         "cannot be enforced with share=existing (other mounts write to the backing "

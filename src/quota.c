@@ -16,7 +16,9 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "creds.h"
 #include "daemon.h"
+#include "fdcache.h"
 #include "util.h"
 
 #define STATE_DIR ".strictfs"
@@ -50,6 +52,11 @@ static void account_locked(struct sfs_quota *q, const struct sfs_nodeq *nq, int 
 	sfs_qentry_apply(u, delta, now);
 	sfs_qentry_apply(g, delta, now);
 	sfs_qentry_apply(&q->total, delta, now);
+	for (uint32_t m = nq->rmask; m; m &= m - 1) {
+		struct sfs_qroot *r = &q->roots[__builtin_ctz(m)];
+		if (r->views)
+			sfs_qentry_apply(&r->e, delta, now);
+	}
 	if (memcmp(before[0], u->grace_start, sizeof(before[0])) ||
 	    memcmp(before[1], g->grace_start, sizeof(before[1])))
 		q->dirty = true;
@@ -61,6 +68,82 @@ void sfs_quota_node_init(struct sfs_nodeq *nq, const struct stat *st)
 	nq->uid = st->st_uid;
 	nq->gid = st->st_gid;
 	nq->counted = st->st_nlink > 0;
+}
+
+/* ---- view trees ------------------------------------------------------------------------- */
+
+static uint32_t root_bit(struct sfs_quota *q, ino_t ino)
+{
+	for (int i = 0; i < SFS_QROOTS; i++)
+		if (q->roots[i].views && q->roots[i].ino == ino)
+			return 1u << i;
+	return 0;
+}
+
+/* The roots a directory is inside: itself and its ancestors, up to the backing's root. */
+static uint32_t dir_mask(struct sfs_quota *q, int fd)
+{
+	uint32_t mask = 0;
+	struct stat st;
+	int cur, up;
+
+	sfs_priv_begin(SFS_PRIV_SEARCH); /* the walk is the daemon's, not the caller's */
+	cur = openat(fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	for (int depth = 0; cur >= 0 && depth < PATH_MAX; depth++) {
+		if (fstat(cur, &st) < 0)
+			break;
+		mask |= root_bit(q, st.st_ino);
+		if (st.st_ino == q->d->backing_root_ino)
+			break;
+		up = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		close(cur);
+		cur = up;
+	}
+	if (cur >= 0)
+		close(cur);
+	sfs_priv_end();
+	return mask;
+}
+
+void sfs_quota_placed(struct sfs_node *node, const struct sfs_node *parent)
+{
+	if (parent && !S_ISDIR(node->type))
+		node->q.parent = parent->ino;
+}
+
+uint32_t sfs_quota_mask(struct sfs_quota *q, struct sfs_node *node, int fd)
+{
+	unsigned gen = atomic_load(&q->rgen);
+	struct sfs_node *parent;
+	uint32_t mask = 0;
+
+	if (!atomic_load(&q->nroots))
+		return 0;
+	if (node->q.rgen == gen)
+		return node->q.rmask;
+	if (S_ISDIR(node->type)) {
+		mask = dir_mask(q, fd);
+	} else if ((parent = sfs_itab_find(&q->d->itab, node->dev, node->q.parent)) &&
+	           S_ISDIR(parent->type)) {
+		/* the kernel holds the parent's dentry while it holds the child's, so the parent
+		 * stays in the table */
+		int pfd = sfs_fd_get(&q->d->fdc, parent);
+		if (pfd >= 0) {
+			mask = sfs_quota_mask(q, parent, pfd);
+			sfs_fd_put(&q->d->fdc, parent);
+		}
+	}
+	node->q.rmask = mask;
+	node->q.rgen = gen;
+	return mask;
+}
+
+int sfs_quota_may_move(struct sfs_quota *q, struct sfs_node *a, int afd, struct sfs_node *b,
+                       int bfd)
+{
+	if (!atomic_load(&q->nroots) || a == b)
+		return 0;
+	return sfs_quota_mask(q, a, afd) == sfs_quota_mask(q, b, bfd) ? 0 : -EXDEV;
 }
 
 static pthread_mutex_t *stripe_of(struct sfs_quota *q, const struct sfs_node *node)
@@ -75,7 +158,11 @@ static void recount(struct sfs_quota *q, struct sfs_nodeq *nq, const struct stat
 	bool dirty;
 
 	sfs_quota_node_init(&now, st);
-	if (!memcmp(&now, nq, sizeof(now)))
+	now.rmask = nq->rmask;
+	now.rgen = nq->rgen;
+	now.parent = nq->parent;
+	if (now.bytes == nq->bytes && now.uid == nq->uid && now.gid == nq->gid &&
+	    now.counted == nq->counted)
 		return;
 	pthread_mutex_lock(&q->lock);
 	if (nq->counted)
@@ -94,24 +181,34 @@ void sfs_quota_sync(struct sfs_quota *q, struct sfs_node *node, struct sfs_nodeq
 	pthread_mutex_t *m = node ? stripe_of(q, node) : NULL;
 	struct stat st;
 
+	/* a tree's usage came from its scan, which saw the node where it is now */
+	uint32_t mask = node ? sfs_quota_mask(q, node, fd) : was->rmask;
+
 	if (m)
 		pthread_mutex_lock(m);
 	/* the stat is taken under the node's stripe, so two changes to one node are counted
 	 * in the order their results were seen */
+	if (node)
+		node->q.rmask = mask;
 	if (fstat(fd, &st) == 0)
 		recount(q, node ? &node->q : was, &st);
 	if (m)
 		pthread_mutex_unlock(m);
 }
 
-void sfs_quota_created(struct sfs_quota *q, struct sfs_node *node, const struct stat *st)
+void sfs_quota_created(struct sfs_quota *q, struct sfs_node *node, const struct stat *st,
+                       struct sfs_node *parent, int parent_fd)
 {
 	pthread_mutex_t *m = stripe_of(q, node);
 	struct sfs_nodeq none = {0};
+	uint32_t mask = sfs_quota_mask(q, parent, parent_fd);
 
 	/* the node may be older than the object (an inode number used again): whatever it
 	 * says, the ledger has not counted this object yet */
 	pthread_mutex_lock(m);
+	none.parent = parent->ino;
+	none.rmask = mask;
+	none.rgen = atomic_load(&q->rgen);
 	node->q = none;
 	recount(q, &node->q, st);
 	pthread_mutex_unlock(m);
@@ -123,6 +220,7 @@ void sfs_charge_begin(struct sfs_quota *q, struct sfs_charge *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->q = q;
+	c->root = -1;
 	if (atomic_load(&q->scan) == SFS_SCAN_RUNNING) {
 		/* changes wait for the start-up scan, so it counts a tree nobody changes */
 		pthread_mutex_lock(&q->lock);
@@ -134,11 +232,13 @@ void sfs_charge_begin(struct sfs_quota *q, struct sfs_charge *c)
 	c->entered = true;
 }
 
-static struct sfs_qentry *charged_entry(struct sfs_quota *q, unsigned table, uint32_t id)
+static struct sfs_qentry *charged_entry(struct sfs_quota *q, const struct sfs_charge *c,
+                                        unsigned table)
 {
 	if (table == SFS_CHARGE_TOTAL)
-		return &q->total;
-	return entry_locked(q, table == SFS_CHARGE_USR ? SFS_QUSR : SFS_QGRP, id);
+		return c->root >= 0 && c->root < SFS_QROOTS ? &q->roots[c->root].e : &q->total;
+	return entry_locked(q, table == SFS_CHARGE_USR ? SFS_QUSR : SFS_QGRP,
+	                    c->id[table == SFS_CHARGE_GRP]);
 }
 
 static const unsigned charge_tables[] = {SFS_CHARGE_USR, SFS_CHARGE_GRP, SFS_CHARGE_TOTAL};
@@ -171,7 +271,7 @@ int sfs_quota_reserve(struct sfs_charge *c, unsigned tables, const struct sfs_ql
 		struct sfs_qentry *e;
 		if (!(tables & t))
 			continue;
-		e = charged_entry(q, t, c->id[t == SFS_CHARGE_GRP]);
+		e = charged_entry(q, c, t);
 		rc = e ? admit_locked(q, t, e, view_lim, c->amount) : -ENOMEM;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(charge_tables) && !rc; i++) {
@@ -179,7 +279,7 @@ int sfs_quota_reserve(struct sfs_charge *c, unsigned tables, const struct sfs_ql
 		struct sfs_qentry *e;
 		if (!(tables & t))
 			continue;
-		e = charged_entry(q, t, c->id[t == SFS_CHARGE_GRP]);
+		e = charged_entry(q, c, t);
 		for (int r = 0; r < SFS_QNRES; r++)
 			e->reserved[r] += c->amount[r];
 		c->tables |= t;
@@ -200,7 +300,7 @@ int sfs_quota_within(struct sfs_charge *c, unsigned tables, const struct sfs_qli
 		struct sfs_qentry *e, probe;
 		if (!(tables & t))
 			continue;
-		e = charged_entry(q, t, c->id[t == SFS_CHARGE_GRP]);
+		e = charged_entry(q, c, t);
 		if (!e)
 			continue;
 		/* over the limit now: what one more byte would meet, minus that byte */
@@ -223,7 +323,7 @@ void sfs_charge_end(struct sfs_charge *c)
 			struct sfs_qentry *e;
 			if (!(c->tables & t))
 				continue;
-			e = charged_entry(q, t, c->id[t == SFS_CHARGE_GRP]);
+			e = charged_entry(q, c, t);
 			for (int r = 0; e && r < SFS_QNRES; r++)
 				e->reserved[r] -= c->amount[r];
 		}
@@ -425,7 +525,8 @@ static int scan_dir(struct scan *s, struct dirqueue *dq, int fd, bool is_root)
 }
 
 /* Counts every inode of the backing into s (hard links once, /.strictfs left out). */
-static int scan_tree(struct sfs_quota *q, struct scan *s)
+/* Counts every inode of the tree at top (any descriptor of a directory) into s. */
+static int scan_tree_at(struct sfs_quota *q, struct scan *s, int top)
 {
 	struct sfs_daemon *d = q->d;
 	struct dirqueue dq = {0};
@@ -439,13 +540,13 @@ static int scan_tree(struct sfs_quota *q, struct scan *s)
 	atomic_store(&q->scanned, 0);
 	if (fstatvfs(d->backing.root_fd, &sv) == 0)
 		atomic_store(&q->expected, sv.f_files - sv.f_ffree);
-	if (fstat(d->backing.root_fd, &st) < 0)
+	if (fstat(top, &st) < 0)
 		return -errno;
 	s->dev = st.st_dev;
 	if ((rc = scan_count(s, &st)))
 		goto out;
-	fd = openat(d->backing.root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	rc = fd < 0 ? -errno : scan_dir(s, &dq, fd, true);
+	fd = openat(top, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	rc = fd < 0 ? -errno : scan_dir(s, &dq, fd, st.st_ino == d->backing_root_ino);
 	while (!rc && dq.head < dq.n) {
 		fd = open_by_handle_at(d->handle_fd, &dq.h[dq.head++].fh,
 		                       O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -467,9 +568,90 @@ out:
 	return rc;
 }
 
+/* Every inode of the backing (hard links once, /.strictfs left out). */
+static int scan_tree(struct sfs_quota *q, struct scan *s)
+{
+	return scan_tree_at(q, s, q->d->backing.root_fd);
+}
+
 static void scan_free(struct scan *s)
 {
 	sfs_qstate_free(&s->usage);
+}
+
+static void wait_startup_scan(struct sfs_quota *q)
+{
+	pthread_mutex_lock(&q->lock);
+	while (atomic_load(&q->scan) == SFS_SCAN_RUNNING)
+		pthread_cond_wait(&scan_done_cond, &q->lock);
+	pthread_mutex_unlock(&q->lock);
+}
+
+int sfs_quota_add_root(struct sfs_quota *q, struct sfs_node *root, int fd, char *err,
+                       size_t errlen)
+{
+	int slot = -1, rc;
+	struct scan s;
+
+	wait_startup_scan(q);
+	/* nothing changes while the tree is counted, and the masks are recomputed after */
+	pthread_rwlock_wrlock(&q->barrier);
+	for (int i = 0; i < SFS_QROOTS && slot < 0; i++)
+		if (q->roots[i].views && q->roots[i].ino == root->ino)
+			slot = i;
+	if (slot >= 0) {
+		q->roots[slot].views++;
+		goto out;
+	}
+	for (int i = 0; i < SFS_QROOTS && slot < 0; i++)
+		if (!q->roots[i].views)
+			slot = i;
+	if (slot < 0) {
+		sfs_errf(err, errlen, "size", "at most %d view trees with size= or inodes= per backing",
+		         SFS_QROOTS);
+		goto out;
+	}
+	if ((rc = scan_tree_at(q, &s, fd))) {
+		sfs_errf(err, errlen, "size", "cannot count the view's tree: %s", strerror(-rc));
+		scan_free(&s);
+		slot = -1;
+		goto out;
+	}
+	pthread_mutex_lock(&q->lock);
+	memset(&q->roots[slot], 0, sizeof(q->roots[slot]));
+	q->roots[slot].views = 1;
+	q->roots[slot].ino = root->ino;
+	q->roots[slot].node = root;
+	memcpy(q->roots[slot].e.used, s.total.used, sizeof(s.total.used));
+	pthread_mutex_unlock(&q->lock);
+	scan_free(&s);
+	atomic_fetch_add(&q->nroots, 1);
+	atomic_fetch_add(&q->rgen, 1);
+out:
+	pthread_rwlock_unlock(&q->barrier);
+	return slot;
+}
+
+void sfs_quota_drop_root(struct sfs_quota *q, int slot)
+{
+	if (slot < 0 || slot >= SFS_QROOTS)
+		return;
+	pthread_rwlock_wrlock(&q->barrier);
+	if (q->roots[slot].views && --q->roots[slot].views == 0) {
+		pthread_mutex_lock(&q->lock);
+		memset(&q->roots[slot], 0, sizeof(q->roots[slot]));
+		pthread_mutex_unlock(&q->lock);
+		atomic_fetch_sub(&q->nroots, 1);
+		atomic_fetch_add(&q->rgen, 1);
+	}
+	pthread_rwlock_unlock(&q->barrier);
+}
+
+void sfs_quota_tree(struct sfs_quota *q, int slot, struct sfs_qentry *out)
+{
+	pthread_mutex_lock(&q->lock);
+	*out = slot >= 0 && slot < SFS_QROOTS ? q->roots[slot].e : q->total;
+	pthread_mutex_unlock(&q->lock);
 }
 
 /* The ledger's usage becomes the scan's (lock held); limits and grace timers stay. */
@@ -856,6 +1038,25 @@ static void compare_tables(const struct sfs_qtable *live, const struct sfs_qtabl
 	}
 }
 
+/* A view tree's live usage against a fresh count of it (barrier held). */
+static int compare_root(struct sfs_quota *q, int slot, json_object *diffs)
+{
+	struct sfs_qroot *r = &q->roots[slot];
+	int fd = sfs_fd_get(&q->d->fdc, r->node), rc;
+	struct scan s;
+
+	if (fd < 0)
+		return fd;
+	rc = scan_tree_at(q, &s, fd);
+	sfs_fd_put(&q->d->fdc, r->node);
+	for (int k = 0; !rc && k < SFS_QNRES; k++)
+		if (r->e.used[k] != s.total.used[k])
+			add_difference(diffs, "tree", (uint32_t)r->ino, k ? "inodes" : "bytes", r->e.used[k],
+			               s.total.used[k]);
+	scan_free(&s);
+	return rc;
+}
+
 json_object *sfs_quota_check(struct sfs_quota *q, bool *same)
 {
 	json_object *o = json_object_new_object(), *diffs = json_object_new_array();
@@ -885,6 +1086,9 @@ json_object *sfs_quota_check(struct sfs_quota *q, bool *same)
 	json_object_object_add(o, "inodes", json_object_new_int64(s.total.used[SFS_QINODES]));
 	json_object_object_add(o, "bytes", json_object_new_int64(s.total.used[SFS_QBYTES]));
 	pthread_mutex_unlock(&q->lock);
+	for (int i = 0; !rc && i < SFS_QROOTS; i++)
+		if (q->roots[i].views)
+			rc = compare_root(q, i, diffs);
 	pthread_rwlock_unlock(&q->barrier);
 	scan_free(&s);
 	if (rc)
@@ -908,9 +1112,3 @@ void sfs_quota_usage(struct sfs_quota *q, enum sfs_qtype type, uint32_t id,
 	pthread_mutex_unlock(&q->lock);
 }
 
-void sfs_quota_total(struct sfs_quota *q, struct sfs_qentry *out)
-{
-	pthread_mutex_lock(&q->lock);
-	*out = q->total;
-	pthread_mutex_unlock(&q->lock);
-}

@@ -290,6 +290,29 @@ static void print_table(json_object *doc, const char *table, bool group)
 	}
 }
 
+/* Each view's tree: usage against its size= and inodes=. */
+static void print_views(json_object *a)
+{
+	if (!json_object_array_length(a))
+		return;
+	printf("\n%-32s %10s %10s %10s %10s\n", "View", "KiB used", "size", "files", "inodes");
+	for (size_t i = 0; i < json_object_array_length(a); i++) {
+		json_object *v = json_object_array_get_idx(a, i);
+		printf("%-32s", json_object_get_string(json_object_object_get(v, "mountpoint")));
+		if (json_object_object_get(v, "bytes"))
+			printf(" %10" PRId64, (num(v, "bytes", NULL) + 1023) / 1024);
+		else
+			printf(" %10s", "(shared)");
+		print_limit(num(v, "size", NULL), true);
+		if (json_object_object_get(v, "inodes"))
+			printf(" %10" PRId64, num(v, "inodes", NULL));
+		else
+			printf(" %10s", "(shared)");
+		print_limit(num(v, "inode_limit", NULL), false);
+		printf("\n");
+	}
+}
+
 static int cmd_report(int argc, char **argv)
 {
 	json_object *doc = NULL;
@@ -333,6 +356,7 @@ static int cmd_report(int argc, char **argv)
 		printf("\nTotal: %" PRId64 " KiB in %" PRId64 " inodes\n",
 		       (num(json_object_object_get(doc, "total"), "bytes", "used") + 1023) / 1024,
 		       num(json_object_object_get(doc, "total"), "inodes", "used"));
+		print_views(json_object_object_get(doc, "views"));
 	}
 	json_object_put(doc);
 	return SFS_EXIT_OK;

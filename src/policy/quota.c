@@ -19,8 +19,7 @@ static unsigned enforced(const struct sfs_view *v, struct sfs_qlimits *view_lim)
 	if (v->opts.grpquota)
 		tables |= SFS_CHARGE_GRP;
 	if (v->opts.size_limit || v->opts.inode_limit) {
-		/* a view rooted at the backing's root holds the whole backing (options.c refuses
-		 * size= and inodes= with subdir= until subtrees are accounted apart) */
+		/* the view's tree: the whole backing, or the root slot of its subdir */
 		view_lim->hard[SFS_QBYTES] = v->opts.size_limit;
 		view_lim->hard[SFS_QINODES] = v->opts.inode_limit;
 		tables |= SFS_CHARGE_TOTAL;
@@ -33,6 +32,7 @@ static int quota_charge(const struct sfs_req *r, struct sfs_charge *c)
 	struct sfs_qlimits lim;
 	unsigned tables = enforced(r->view, &lim) & ~c->skip;
 
+	c->root = r->view->qroot;
 	return tables ? sfs_quota_reserve(c, tables, &lim) : 0;
 }
 
@@ -41,6 +41,7 @@ static int quota_within(const struct sfs_req *r, struct sfs_charge *c)
 	struct sfs_qlimits lim;
 	unsigned tables = enforced(r->view, &lim);
 
+	c->root = r->view->qroot;
 	return tables ? sfs_quota_within(c, tables, &lim) : 0;
 }
 
@@ -88,7 +89,7 @@ static void quota_statfs(const struct sfs_req *r, struct statvfs *st)
 	struct sfs_qentry e;
 
 	if (o->size_limit || o->inode_limit) {
-		sfs_quota_total(q, &e);
+		sfs_quota_tree(q, r->view->qroot, &e);
 		clamp(st, o->size_limit, e.used[SFS_QBYTES], o->inode_limit, e.used[SFS_QINODES]);
 	}
 	if (o->usrquota) {

@@ -317,6 +317,58 @@ test_quota_size_and_inodes_view() {
 	assert_ok dd if=/dev/zero of="$V/big" bs=1M count=8 status=none
 }
 
+# tree ID PATH: usage of a view's tree in the report, "bytes inodes".
+tree_usage() {
+	quota report "$LOOP" --json | jq -r --arg m "$1" '.views[] | select(.mountpoint == $m) | "\(.bytes) \(.inodes)"'
+}
+
+# what find sees under a directory: "bytes inodes", hard links once
+find_usage() {
+	find "$1" -xdev -printf '%i %b\n' | awk '!seen[$1]++ { b += $2 * 512; n++ } END { printf "%d %d\n", b, n }'
+}
+
+rename_errno() { # FROM TO: rename(2) as one call, the errno name or "ok"
+	"$PY" -c 'import errno, os, sys
+try:
+    os.rename(sys.argv[1], sys.argv[2]); print("ok")
+except OSError as e:
+    print(errno.errorcode[e.errno])' "$1" "$2"
+}
+
+test_quota_subdir_view_trees() {
+	new_source qtree
+	local F=$T_DIR/f V1=$T_DIR/v1 V2=$T_DIR/v2
+	view "" "$LOOP" "$F"
+	mkdir -p "$F/c1/deep" "$F/c2"
+	dd if=/dev/zero of="$F/c1/deep/old" bs=64k count=16 status=none
+	ln "$F/c1/deep/old" "$F/c1/old-link"
+	view subdir=/c1,size=4M "$LOOP" "$V1"
+	view subdir=/c2,inodes=5 "$LOOP" "$V2"
+	assert_eq "$(find_usage "$F/c1")" "$(tree_usage "$V1")" "the tree's usage from its scan = what find sees"
+	assert_eq "4096" "$(df -B1K --output=size "$V1" | tail -1 | tr -d ' ')" "df: the view's size"
+	assert_fails_with "$EDQUOT_MSG" dd if=/dev/zero of="$V1/big" bs=1M count=8 status=none
+	assert_eq "$(find_usage "$F/c1")" "$(tree_usage "$V1")" "usage follows the writes"
+	assert_lt "$(find_usage "$F/c1" | cut -d' ' -f1)" 4194305 "the tree stayed within 4M"
+	assert_ok dd if=/dev/zero of="$F/c1/big2" bs=1M count=1 status=none # F enforces nothing
+	assert_ok dd if=/dev/zero of="$F/outside" bs=1M count=8 status=none
+	assert_eq "$(find_usage "$F/c1")" "$(tree_usage "$V1")" "writes outside the tree do not count in it"
+	assert_ok touch "$V2/1" "$V2/2" "$V2/3" "$V2/4"
+	assert_fails_with "$EDQUOT_MSG" touch "$V2/5"
+	assert_eq EXDEV "$(rename_errno "$F/c1/big2" "$F/big2")" "rename out of the tree: EXDEV, as across ext4 project quotas"
+	assert_eq EXDEV "$(rename_errno "$F/outside" "$F/c1/outside")" "rename into the tree: EXDEV"
+	assert_eq EXDEV "$(rename_errno "$F/c1/deep" "$F/c2/deep")" "a directory from tree to tree: EXDEV"
+	assert_fails_with "Invalid cross-device link" ln "$F/c1/deep/old" "$F/old-link"
+	assert_eq ok "$(rename_errno "$F/c1/big" "$F/c1/deep/big")" "renames inside the tree work"
+	assert_ok mv "$F/c1/big2" "$F/big2" # mv copies across the edge
+	assert_ok test -e "$F/big2" -a ! -e "$F/c1/big2"
+	assert_ok rm "$V1/old-link"
+	assert_eq "$(find_usage "$F/c1")" "$(tree_usage "$V1")" "usage after mv, rename, unlink of one link"
+	assert_eq "$(find_usage "$F/c2")" "$(tree_usage "$V2")" "the other tree too"
+	assert_check_clean "ledger and trees equal a scan"
+	assert_ok sfs_umount "$V1"
+	assert_eq ok "$(rename_errno "$F/c1/deep" "$F/deep")" "with no view tracking it, the edge is gone"
+}
+
 test_quota_df_shows_callers_own_limits() {
 	quota_views usrquota
 	assert_ok quota set "$LOOP" -u "$SFS_ALICE" --bsoft 2M --bhard 8M --ihard 100
@@ -374,7 +426,6 @@ test_quota_refusals() {
 	mkimg idle
 	assert_refused "no strictfs daemon serves it" "$STRICTFS" quota report "$REPLY"
 	assert_refused "cache=writeback: cannot be combined with quota" "$STRICTFS" mount -o quota,cache=writeback "$LOOP" "$T_DIR/x"
-	assert_refused "size: not supported with subdir= yet" "$STRICTFS" mount -o subdir=/,size=1M,subdir=/lost+found "$LOOP" "$T_DIR/x"
 	assert_refused "size=12Q: not a size" "$STRICTFS" mount -o size=12Q "$LOOP" "$T_DIR/x"
 	assert_refused "cache=writeback: cannot be combined with usrquota" "$STRICTFS" mount -o remount,cache=writeback "$Q"
 	assert_eq strict "$(view_opt "$Q" cache)" "the view is unchanged"

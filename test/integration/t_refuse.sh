@@ -12,7 +12,6 @@ REFUSED_OPTIONS=(
 	"grpquota,cache=writeback|^strictfs: cache=writeback: "
 	"size=1Q|^strictfs: size=1Q: not a size"
 	"inodes=x|^strictfs: inodes=x: not a count"
-	"subdir=/lost+found,size=1G|^strictfs: size: not supported with subdir="
 	"bogus|^strictfs: bogus: "
 	"acl,bogus,user_xattr|^strictfs: bogus: "
 	"noacl,quota,cache=writeback|^strictfs: cache=writeback: "

@@ -94,7 +94,7 @@ int main(void)
 	refused("quota=1", "quota: takes no value");
 	refused("quota,cache=writeback", "cache=writeback: cannot be combined with quota");
 	refused("cache=writeback,size=1G", "cache=writeback: cannot be combined with size");
-	refused("subdir=/a,size=1G", "size: not supported with subdir= yet");
+	accepted("subdir=/a,size=1G", &o);
 	refused("share=existing,usrquota", "usrquota: cannot be enforced with share=existing");
 	accepted("cache=writeback,noquota", &o);
 	accepted("subdir=/a,quota", &o);
