@@ -101,12 +101,20 @@ static int charge(struct sfs_req *r, struct sfs_charge *c, uint32_t uid, uint32_
 	return sfs_policy_charge(r, c);
 }
 
-/* New blocks an allocation in a file would need; worked out only where a limit is enforced,
- * as it costs a FIEMAP. */
-static int64_t alloc_cost(struct sfs_req *r, int fd, off_t off, off_t len)
+/* Reserves the blocks an allocation of [off, off+len) in a file may need: the whole range
+ * when that fits the limits, else exactly what the range lacks (a FIEMAP, paid only near a
+ * limit). */
+static int charge_alloc(struct sfs_req *r, struct sfs_charge *c, struct sfs_node *n, int fd,
+                        off_t off, off_t len)
 {
-	return sfs_opts_enforce_quota(&r->view->opts) ? sfs_quota_alloc_bytes(ledger(r), fd, off, len)
-	                                              : 0;
+	off_t bs = ledger(r)->bsize;
+	int64_t bound = len > 0 && off >= 0 && off <= INT64_MAX - len - bs ?
+	                        (off + len + bs - 1) / bs * bs - off / bs * bs : 0;
+	int rc = charge(r, c, n->q.uid, n->q.gid, bound, 0);
+
+	if (rc == -EDQUOT)
+		rc = charge(r, c, n->q.uid, n->q.gid, sfs_quota_alloc_bytes(ledger(r), fd, off, len), 0);
+	return rc;
 }
 
 static void reply_err(fuse_req_t req, int rc)
@@ -979,7 +987,7 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	sfs_charge_begin(req_ledger(req), &c);
 	/* as the caller: the backing clears set-id bits on write unless the writer may keep them */
 	if ((rc = begin(req, &r)) || !(node = sfs_node_of(r.view, ino)) ||
-	    (rc = charge(&r, &c, node->q.uid, node->q.gid, alloc_cost(&r, f->fd, off, size), 0))) {
+	    (rc = charge_alloc(&r, &c, node, f->fd, off, size))) {
 		sfs_charge_end(&c);
 		reply_err(req, rc ? rc : -EINVAL);
 		return;
@@ -1413,7 +1421,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	}
 	/* punching and collapsing free blocks; every other mode may allocate the range */
 	if (!(mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_COLLAPSE_RANGE)) &&
-	    (rc = charge(&r, &c, n->q.uid, n->q.gid, alloc_cost(&r, f->fd, off, len), 0)))
+	    (rc = charge_alloc(&r, &c, n, f->fd, off, len)))
 		goto out;
 	rc = fallocate(f->fd, mode, off, len) < 0 ? -errno : 0;
 	sfs_quota_sync(ledger(&r), n, NULL, f->fd);
@@ -1456,7 +1464,7 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 	sfs_charge_begin(req_ledger(req), &c);
 	if ((rc = begin(req, &r)) || (rc = sfs_policy_modify(r.view)) ||
 	    (rc = (node = sfs_node_of(r.view, ino_out)) ? 0 : -EINVAL) ||
-	    (rc = charge(&r, &c, node->q.uid, node->q.gid, alloc_cost(&r, out->fd, off_out, len), 0))) {
+	    (rc = charge_alloc(&r, &c, node, out->fd, off_out, len))) {
 		sfs_charge_end(&c);
 		reply_err(req, rc);
 		return;
