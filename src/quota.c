@@ -263,8 +263,9 @@ int sfs_quota_reserve(struct sfs_charge *c, unsigned tables, const struct sfs_ql
 	struct sfs_quota *q = c->q;
 	int rc = 0;
 
-	if (!tables || (c->amount[SFS_QBYTES] <= 0 && c->amount[SFS_QINODES] <= 0))
-		return 0;
+	if (!tables || (c->amount[SFS_QBYTES] <= 0 && c->amount[SFS_QINODES] <= 0) ||
+	    atomic_load(&q->scan) == SFS_SCAN_FAILED)
+		return 0; /* after a failed scan usage is unknown: logged, and nothing enforced */
 	pthread_mutex_lock(&q->lock);
 	for (size_t i = 0; i < ARRAY_SIZE(charge_tables) && !rc; i++) {
 		unsigned t = charge_tables[i];

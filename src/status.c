@@ -119,6 +119,18 @@ static void print_view(json_object *v)
 	}
 	if (!strcmp(str(opts, "cache"), "writeback"))
 		strncat(line, ",cache=writeback", sizeof(line) - strlen(line) - 1);
+	if (strcmp(str(opts, "quota"), "none")) {
+		strncat(line, ",", sizeof(line) - strlen(line) - 1);
+		strncat(line, str(opts, "quota"), sizeof(line) - strlen(line) - 1);
+	}
+	if (strcmp(str(opts, "size"), "-")) {
+		strncat(line, ",size=", sizeof(line) - strlen(line) - 1);
+		strncat(line, str(opts, "size"), sizeof(line) - strlen(line) - 1);
+	}
+	if (strcmp(str(opts, "inodes"), "-")) {
+		strncat(line, ",inodes=", sizeof(line) - strlen(line) - 1);
+		strncat(line, str(opts, "inodes"), sizeof(line) - strlen(line) - 1);
+	}
 	flags = json_object_object_get(opts, "mount_flags");
 	for (size_t i = 0; flags && i < json_object_array_length(flags); i++) {
 		strncat(line, ",", sizeof(line) - strlen(line) - 1);
@@ -127,6 +139,18 @@ static void print_view(json_object *v)
 	}
 	printf("  %-32s %-52s %6s %10s\n", str(v, "mountpoint"), line, str(v, "open_files"),
 	       str(v, "requests"));
+}
+
+/* The quota scan, while it runs or if it failed: a large tree takes a while. */
+static void print_scan(json_object *q)
+{
+	const char *state = str(q, "scan");
+
+	if (!strcmp(state, "running"))
+		printf("  quota scan running: %s inodes counted (%.0f%%)\n", str(q, "inodes_scanned"),
+		       100.0 * json_object_get_double(json_object_object_get(q, "progress")));
+	else if (!strcmp(state, "failed"))
+		printf("  quota scan failed: usage unknown, limits not enforced\n");
 }
 
 void sfs_status_print(json_object *doc)
@@ -156,6 +180,7 @@ void sfs_status_print(json_object *doc)
 		       str(d, "started"));
 		printf("  backing %s [%s]  ext4  %s  options %s\n", str(b, "path"), str(b, "device"),
 		       str(b, "mode"), optline);
+		print_scan(json_object_object_get(d, "quota"));
 		printf("  %-32s %-52s %6s %10s\n", "VIEW", "OPTIONS", "OPEN", "REQUESTS");
 		for (size_t k = 0; views && k < json_object_array_length(views); k++)
 			print_view(json_object_array_get_idx(views, k));
