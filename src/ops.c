@@ -917,6 +917,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	rc = rc < 0 ? -errno : entry_from_fd(r.view, p.node, rc, &e);
 	if (!rc && made)
 		sfs_quota_created(ledger(&r), sfs_node_of(r.view, e.ino), &e.attr, p.node, p.fd);
+	else if (!rc)
+		sfs_quota_sync(ledger(&r), sfs_node_of(r.view, e.ino), NULL, fd); /* O_TRUNC */
 	sfs_quota_sync(ledger(&r), p.node, NULL, p.fd); /* the directory may have grown */
 	sfs_coh_name(r.view, p.node, name);
 	sfs_coh_attr(r.view, p.node);

@@ -117,6 +117,46 @@ os.close(fd)' "$N/gone"
 	assert_check_clean "ledger equals a scan"
 }
 
+# churn DIR TAG: a few seconds of creates, writes, appends, truncates, links, renames and
+# removals in DIR.
+churn() {
+	local d=$1 t=$2 i end=$((SECONDS + 4))
+	mkdir -p "$d/$t"
+	while ((SECONDS < end)); do
+		i=$((RANDOM % 20))
+		case $((RANDOM % 7)) in
+		0) head -c $((RANDOM * 4)) /dev/zero >"$d/$t/f$i" ;;
+		1) head -c 5000 /dev/zero >>"$d/$t/f$i" ;;
+		2) truncate -s $((RANDOM % 100000)) "$d/$t/f$i" ;;
+		3) ln "$d/$t/f$i" "$d/$t/l$i" ;;
+		4) mv "$d/$t/f$i" "$d/$t/f$(((i + 1) % 20))" ;;
+		5) rm -f "$d/$t/f$i" "$d/$t/l$i" ;;
+		6) fallocate -l $((RANDOM * 2)) "$d/$t/f$i" ;;
+		esac 2>/dev/null
+	done
+}
+
+test_quota_concurrent_changes_stay_exact() {
+	quota_views quota
+	assert_ok quota set "$LOOP" -u "$SFS_ALICE" --bhard 100M
+	as_user "$SFS_ALICE" bash -c "$(declare -f churn); churn '$Q' a1" &
+	local p1=$!
+	as_user "$SFS_ALICE" bash -c "$(declare -f churn); churn '$N' a2" &
+	local p2=$!
+	as_user "$SFS_BOB" bash -c "$(declare -f churn); churn '$Q' b1" &
+	local p3=$!
+	churn "$N" r1 &
+	local p4=$!
+	wait "$p1" "$p2" "$p3" "$p4"
+	# the same files, reached through both views at once
+	as_user "$SFS_ALICE" bash -c "$(declare -f churn); churn '$Q' shared" &
+	p1=$!
+	as_user "$SFS_ALICE" bash -c "$(declare -f churn); churn '$N' shared" &
+	p2=$!
+	wait "$p1" "$p2"
+	assert_check_clean "four writers, two views, the same files: the ledger equals a scan"
+}
+
 # ---- hard limits ------------------------------------------------------------------------------
 
 test_quota_user_block_limit() {
