@@ -204,6 +204,8 @@ void sfs_coh_name(struct sfs_view *origin, struct sfs_node *parent, const char *
 	k = targets(origin, parent, slots, inos);
 	for (size_t i = 0; i < k; i++)
 		enqueue(origin->d->coh, slots[i], INVAL_ENTRY, inos[i], 0, 0, name, true);
+	/* and the listing the other views' kernels may keep of the directory (cache_readdir) */
+	queue_inode(origin, parent, 0, 0);
 }
 
 void sfs_coh_own_entry(struct sfs_view *origin, struct sfs_node *parent, const char *name)

@@ -1073,7 +1073,10 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	rc = 0;
 	fi->fh = (uintptr_t)d;
 	fi->keep_cache = r.view->keep_cache;
-	fi->cache_readdir = 0; /* names change through other views */
+	/* the kernel keeps the listing while the daemon is the only writer: every change of the
+	 * directory's names through any view invalidates it in the others (coherence.c), and
+	 * the kernel drops it itself on its own view's changes and when the mtime moves */
+	fi->cache_readdir = r.view->keep_cache;
 out:
 	unhold(r.view, &h);
 	if (fd >= 0)

@@ -110,6 +110,27 @@ test_coherence_rename() {
 	assert_eq in "$(cat "$B/d2/f" 2>&1)" "B sees the renamed directory"
 }
 
+# The kernel of a view keeps directory listings (cache_readdir) while the daemon is the only
+# writer: a listing must follow every change made through another view, at once.
+test_coherence_cached_listing_follows_other_view() {
+	coh_setup
+	mkdir "$A/d"
+	touch "$A/d/one"
+	local i
+	for i in 1 2 3; do ls "$B/d" >/dev/null; done
+	touch "$A/d/two"
+	assert_eq "one two" "$(ls "$B/d" | tr '\n' ' ' | sed 's/ $//')" "B lists a file A created"
+	mv "$A/d/one" "$A/d/three"
+	assert_eq "three two" "$(ls "$B/d" | tr '\n' ' ' | sed 's/ $//')" "B lists a rename by A"
+	rm "$A/d/two"
+	assert_eq "three" "$(ls "$B/d" | tr '\n' ' ' | sed 's/ $//')" "B drops a file A removed"
+	ln "$A/d/three" "$A/d/four"
+	mkdir "$A/d/sub"
+	assert_eq "four sub three" "$(ls "$B/d" | tr '\n' ' ' | sed 's/ $//')" "B lists A's link and mkdir"
+	touch "$B/d/five"
+	assert_eq "five four sub three" "$(ls "$A/d" | tr '\n' ' ' | sed 's/ $//')" "and the other way round"
+}
+
 test_coherence_attributes() {
 	coh_setup
 	echo x >"$A/f"
