@@ -28,4 +28,9 @@ struct sfs_msg;
 int sfs_cli_call_daemon(const char *key, struct sfs_msg *req, struct sfs_msg *rep,
                         const char *object, char *err, size_t errlen);
 
+/* As sfs_cli_mount, with the view mounted in the mount namespace ns_spec names (a PID or a
+ * namespace file; NULL: this process's own). */
+int sfs_cli_mount_ns(const char *source, const char *mountpoint, const char *options, bool verbose,
+                     const char *ns_spec);
+
 #endif

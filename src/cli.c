@@ -19,6 +19,7 @@
 
 #include "client.h"
 #include "control.h"
+#include "mntns.h"
 #include "options.h"
 #include "status.h"
 #include "util.h"
@@ -32,7 +33,8 @@
 static void usage(FILE *out)
 {
 	fputs("Usage:\n"
-	      " strictfs mount [-o OPTIONS] SOURCE MOUNTPOINT   add a view of SOURCE\n"
+	      " strictfs mount [-o OPTIONS] [-N PID] SOURCE MOUNTPOINT\n"
+	      "                                                 add a view of SOURCE\n"
 	      " strictfs umount MOUNTPOINT                      remove a view\n"
 	      " strictfs status [SOURCE|MOUNTPOINT] [--json]    daemons, backings and views\n"
 	      " strictfs quota set|grace|report|check SOURCE ... usage and limits; see\n"
@@ -44,6 +46,8 @@ static void usage(FILE *out)
 	      "                      relatime, strictatime, nodiratime, nosymfollow, cache=,\n"
 	      "                      share=, quota, usrquota, grpquota, noquota, size=, inodes=,\n"
 	      "                      ext4 superblock options); see strictfs(8)\n"
+	      " -N, --namespace NS   mount the view in the mount namespace of process NS\n"
+	      "                      (a PID or a namespace file such as /proc/PID/ns/mnt)\n"
 	      " -h, --help           display this help\n"
 	      " -V, --version        display version\n",
 	      out);
@@ -118,11 +122,13 @@ int sfs_cli_call_daemon(const char *key, struct sfs_msg *req, struct sfs_msg *re
 	return -1;
 }
 
+/* ns_target: the namespace the view was mounted in, or -1 for this process's own. */
 static int add_view(const char *key, const char *source, const char *mp, const char *options,
-                    int fuse_fd, char *err, size_t errlen)
+                    int fuse_fd, int ns_target, char *err, size_t errlen)
 {
 	struct sfs_msg req, rep;
-	int ns = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+	int ns = ns_target >= 0 ? fcntl(ns_target, F_DUPFD_CLOEXEC, 0)
+	                        : open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
 	int r;
 
 	if (ns < 0) {
@@ -251,21 +257,34 @@ fail:
 	return -1;
 }
 
-int sfs_cli_mount(const char *source, const char *mountpoint, const char *options, bool verbose)
+/* ns: where the mountpoint is resolved and the view mounted (SFS_MNTNS_NONE: here); the
+ * source, the lock and the daemon are always this namespace's. */
+static int mount_in(const char *source, const char *mountpoint, const char *options, bool verbose,
+                    struct sfs_mntns *ns)
 {
 	char err[ERRLEN] = "", key[128], path[PATH_MAX], mp[PATH_MAX], lockp[PATH_MAX];
 	struct sfs_opts o;
 	pid_t started = 0;
-	bool is_file;
+	bool is_file, mounted = false;
 	int lock = -1, fuse_fd = -1, conn;
 
 	if (sfs_opts_parse(options, &o, err, sizeof(err)))
 		goto fail;
+	if (o.remount && ns->target >= 0) {
+		sfs_errf(err, sizeof(err), "--namespace", "not with remount (remount from inside the namespace)");
+		goto fail;
+	}
 	if (o.remount)
 		return sfs_cli_remount(mountpoint, options);
 	if (sfs_source_key(source, key, sizeof(key), path, sizeof(path), &is_file, err, sizeof(err)))
 		goto fail;
-	if (check_mountpoint(mountpoint, mp, err, sizeof(err)) || ensure_rundir(err, sizeof(err)))
+	if (sfs_mntns_enter(ns, err, sizeof(err)))
+		goto fail;
+	if (check_mountpoint(mountpoint, mp, err, sizeof(err))) {
+		sfs_mntns_leave(ns, NULL, 0);
+		goto fail;
+	}
+	if (sfs_mntns_leave(ns, err, sizeof(err)) || ensure_rundir(err, sizeof(err)))
 		goto fail;
 	sfs_lock_path(key, lockp, sizeof(lockp));
 	lock = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -280,17 +299,23 @@ int sfs_cli_mount(const char *source, const char *mountpoint, const char *option
 	                                   sizeof(err))) {
 		goto fail;
 	}
-	if (mount_view(source, mp, &o, &fuse_fd, err, sizeof(err)))
+	if (sfs_mntns_enter(ns, err, sizeof(err)))
 		goto fail;
-	if (add_view(key, source, mp, options, fuse_fd, err, sizeof(err))) {
-		umount2(mp, MNT_DETACH);
-		goto fail;
-	}
+	mounted = !mount_view(source, mp, &o, &fuse_fd, err, sizeof(err));
+	if (sfs_mntns_leave(ns, mounted ? err : NULL, mounted ? sizeof(err) : 0) || !mounted)
+		goto fail_unmount;
+	if (add_view(key, source, mp, options, fuse_fd, ns->target, err, sizeof(err)))
+		goto fail_unmount;
 	close(fuse_fd);
 	close(lock);
 	if (verbose)
 		printf("strictfs: %s mounted on %s (-o %s)\n", source, mp, *options ? options : "defaults");
 	return 0;
+fail_unmount:
+	if (mounted && !sfs_mntns_enter(ns, NULL, 0)) {
+		umount2(mp, MNT_DETACH);
+		sfs_mntns_leave(ns, NULL, 0);
+	}
 fail:
 	if (fuse_fd >= 0)
 		close(fuse_fd);
@@ -307,20 +332,50 @@ fail:
 	return -1;
 }
 
+int sfs_cli_mount(const char *source, const char *mountpoint, const char *options, bool verbose)
+{
+	struct sfs_mntns ns = SFS_MNTNS_NONE;
+
+	return mount_in(source, mountpoint, options, verbose, &ns);
+}
+
+int sfs_cli_mount_ns(const char *source, const char *mountpoint, const char *options, bool verbose,
+                     const char *ns_spec)
+{
+	struct sfs_mntns ns = SFS_MNTNS_NONE;
+	char err[ERRLEN];
+	int r;
+
+	if (!ns_spec)
+		return sfs_cli_mount(source, mountpoint, options, verbose);
+	if (sfs_mntns_open(&ns, ns_spec, err, sizeof(err))) {
+		print_err(err);
+		return -1;
+	}
+	r = mount_in(source, mountpoint, options, verbose, &ns);
+	sfs_mntns_close(&ns);
+	return r;
+}
+
 static int cmd_mount(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"options", required_argument, NULL, 'o'},
 		{"verbose", no_argument, NULL, 'v'},
+		{"namespace", required_argument, NULL, 'N'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}};
 	char options[SFS_OPTSTR_MAX] = "";
+	const char *ns = NULL;
 	bool verbose = false;
 	int c;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+o:vh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:vN:h", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'N':
+			ns = optarg;
+			break;
 		case 'o':
 			if (*options && !sfs_list_append(options, sizeof(options), optarg))
 				return usage_error("%s: option list too long", "-o");
@@ -342,8 +397,9 @@ static int cmd_mount(int argc, char **argv)
 		                                                                   : SFS_EXIT_OK;
 	if (argc - optind != 2)
 		return usage_error("%s: needs SOURCE and MOUNTPOINT", "mount");
-	return sfs_cli_mount(argv[optind], argv[optind + 1], options, verbose) ? SFS_EXIT_FAIL
-	                                                                       : SFS_EXIT_OK;
+	return sfs_cli_mount_ns(argv[optind], argv[optind + 1], options, verbose, ns)
+	               ? SFS_EXIT_FAIL
+	               : SFS_EXIT_OK;
 }
 
 /* The pid of the daemon whose only view is at mp, or 0. */

@@ -1,6 +1,7 @@
 /* mount.strictfs: what mount(8) runs for `-t strictfs` and fstab lines. The helper argv is
- * SOURCE MOUNTPOINT [-sfnv] [-o OPTIONS]; exit codes are util-linux's MNT_EX_*. -s (sloppy)
- * is accepted but changes nothing: an option strictfs cannot honour is always refused. */
+ * SOURCE MOUNTPOINT [-sfnv] [-o OPTIONS] [-N NS]; exit codes are util-linux's MNT_EX_*.
+ * -s (sloppy) is accepted but changes nothing: an option strictfs cannot honour is always
+ * refused. */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,7 +17,7 @@
 
 int sfs_mount_helper_main(int argc, char **argv)
 {
-	const char *options = "";
+	const char *options = "", *ns = NULL;
 	bool verbose = false, fake = false;
 	int c;
 
@@ -36,10 +37,14 @@ int sfs_mount_helper_main(int argc, char **argv)
 		case 'f':
 			fake = true;
 			break;
+		case 'N':
+			/* mount -N: util-linux runs its helper in the original namespace and names
+			 * the target as /proc/PID/fd/N */
+			ns = optarg;
+			break;
 		case 's':
 		case 'n':
 		case 't':
-		case 'N':
 			break;
 		default:
 			fprintf(stderr, "Usage: mount.strictfs SOURCE MOUNTPOINT [-sfnv] [-o OPTIONS]\n");
@@ -52,5 +57,6 @@ int sfs_mount_helper_main(int argc, char **argv)
 	}
 	if (fake)
 		return MNT_EX_SUCCESS;
-	return sfs_cli_mount(argv[1], argv[2], options, verbose) ? MNT_EX_FAIL : MNT_EX_SUCCESS;
+	return sfs_cli_mount_ns(argv[1], argv[2], options, verbose, ns) ? MNT_EX_FAIL
+	                                                                 : MNT_EX_SUCCESS;
 }
