@@ -33,7 +33,7 @@
 static void usage(FILE *out)
 {
 	fputs("Usage:\n"
-	      " strictfs mount [-o OPTIONS] [-N PID] SOURCE MOUNTPOINT\n"
+	      " strictfs mount [-o OPTIONS] [-N NS] SOURCE MOUNTPOINT\n"
 	      "                                                 add a view of SOURCE\n"
 	      " strictfs umount MOUNTPOINT                      remove a view\n"
 	      " strictfs status [SOURCE|MOUNTPOINT] [--json]    daemons, backings and views\n"
