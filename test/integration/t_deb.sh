@@ -1,0 +1,131 @@
+#!/bin/bash
+# The Debian package: debian/ builds a .deb with dpkg-buildpackage -us -uc -b (in a copy of the
+# tree, so nothing lands in the repository), with the files where util-linux users look for
+# them and the right Depends; installed, its binaries mount a view; purged, nothing is left.
+# dpkg runs in a private mount namespace over throwaway overlays of /usr, /etc and /var, so
+# the machine is left as it was found even if the test is killed half way.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+meson_version() {
+	sed -n "s/^  version : '\([^']*\)'.*/\1/p" "$SFS_REPO/meson.build" | head -n1
+}
+
+# build_deb: the package built from a copy of the working tree; its path in DEB.
+build_deb() {
+	local src version
+	command -v dpkg-buildpackage >/dev/null || die "dpkg-buildpackage missing (scripts/deps installs dpkg-dev and debhelper)"
+	version=$(meson_version)
+	src=$T_DIR/pkg/strictfs-$version
+	mkdir -p "$src"
+	(cd "$SFS_REPO" && git ls-files -co --exclude-standard -z | xargs -0 tar -cf - --) |
+		tar -xf - -C "$src" || die "copying the tree"
+	rm -rf "$src/build" "$src/build-asan"
+	(cd "$src" && timeout 600 dpkg-buildpackage -us -uc -b) >"$T_DIR/pkg/build.log" 2>&1 ||
+		die "dpkg-buildpackage failed: $(tail -n 20 "$T_DIR/pkg/build.log" | tr '\n' '|')"
+	DEB=$T_DIR/pkg/strictfs_${version}_$(dpkg --print-architecture).deb
+	[[ -f $DEB ]] || die "no $DEB after the build"
+}
+
+test_deb_package_contents() {
+	local before after list deps
+	before=$(cd "$SFS_REPO" && git status --porcelain --ignored | sort)
+	build_deb
+	after=$(cd "$SFS_REPO" && git status --porcelain --ignored | sort)
+	assert_eq "$before" "$after" "the build left nothing in the repository"
+	assert_eq strictfs "$(dpkg-deb -f "$DEB" Package)" "Package"
+	assert_eq "$(meson_version)" "$(dpkg-deb -f "$DEB" Version)" "Version is meson's project version"
+	list=$(dpkg -c "$DEB" | awk '{ print $6 }')
+	for f in ./usr/sbin/strictfs ./sbin/mount.strictfs ./sbin/mount.fuse.strictfs \
+		./usr/share/man/man8/strictfs.8.gz ./usr/share/man/man8/mount.strictfs.8.gz \
+		./usr/share/bash-completion/completions/strictfs ./usr/share/doc/strictfs/copyright; do
+		assert_ok grep -qx -- "$f" <<<"$list"
+	done
+	assert_eq "" "$(grep -E '^\./(run|var|etc)/' <<<"$list")" "nothing under /run, /var or /etc"
+	deps=$(dpkg-deb -f "$DEB" Depends)
+	for d in libc6 libfuse3-3 libmount1 libblkid1 libjson-c5 libutf8proc2; do
+		assert_contains "$deps" "$d" "Depends: $d"
+	done
+	# every library the binary links directly (NEEDED) comes from a package in Depends
+	local soname lib pkg missing=
+	dpkg-deb --fsys-tarfile "$DEB" | tar -xOf - ./usr/sbin/strictfs >"$T_DIR/bin" || die "extracting"
+	chmod +x "$T_DIR/bin"
+	for soname in $(readelf -d "$T_DIR/bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+		[[ $soname == ld-linux* ]] && continue # the dynamic loader, libc6's
+		lib=$(ldd "$T_DIR/bin" | awk -v s="$soname" '$1 == s { print $3 }')
+		pkg=$(dpkg -S "$lib" 2>/dev/null | head -n1 | cut -d: -f1)
+		[[ -n $pkg ]] || pkg=$(dpkg -S "$(readlink -f "$lib")" 2>/dev/null | head -n1 | cut -d: -f1)
+		[[ -n $pkg && $deps == *"$pkg"* ]] || missing+=" $soname($pkg)"
+	done
+	assert_eq "" "$missing" "Depends covers every library the binary links"
+}
+
+test_deb_install_mount_purge() {
+	local was
+	was=$(dpkg-query -W -f '${db:Status-Status}' strictfs 2>/dev/null)
+	[[ -z $was || $was == not-installed || $was == config-files ]] ||
+		die "a strictfs package is installed on this machine; the test would not leave it as found"
+	build_deb
+	unshare -m --propagation private -- env T_INNER=1 T_DIR="$T_DIR" T_NAME="$T_NAME" DEB="$DEB" \
+		bash "$T_FILE" --deb-ns _deb_inside
+	assert_eq 0 "$?" "the namespace part ran to its end"
+	# the machine is as it was
+	assert_eq "$was" "$(dpkg-query -W -f '${db:Status-Status}' strictfs 2>/dev/null)" "dpkg's database unchanged"
+	assert_ok test ! -e /usr/sbin/strictfs
+	assert_ok test ! -e /usr/share/man/man8/strictfs.8.gz
+}
+
+_overlay() { # DIR: writes to DIR go to a tmpfs, in this mount namespace only
+	local d=$1 w=$T_DIR/.ovl/${1//\//_}
+	mkdir -p "$w"
+	mount -t tmpfs sfs-deb "$w" && mkdir "$w/up" "$w/work" &&
+		mount -t overlay sfs-deb -o "lowerdir=$d,upperdir=$w/up,workdir=$w/work" "$d" ||
+		die "overlay over $d"
+}
+
+_deb_inside() {
+	local d V=$T_DIR/v pid exe
+	[[ $(readlink /proc/self/ns/mnt) != "$(readlink /proc/1/ns/mnt)" ]] || die "not in a private namespace"
+	for d in /usr /etc /var; do _overlay "$d"; done
+	[[ -L /sbin ]] || _overlay /sbin
+	assert_ok dpkg -i "$DEB"
+	assert_eq install "$(dpkg-query -W -f '${db:Status-Want}' strictfs)" "dpkg: installed"
+	assert_ok test -x /usr/sbin/strictfs
+	assert_ok test -x /sbin/mount.strictfs
+	assert_eq /usr/share/man/man8/strictfs.8.gz "$(man -w strictfs 2>/dev/null)" "man strictfs finds the page"
+	assert_eq /usr/share/man/man8/mount.strictfs.8.gz "$(man -w mount.strictfs 2>/dev/null)" "man mount.strictfs finds the page"
+	assert_ok bash -c '. /usr/share/bash-completion/completions/strictfs && complete -p strictfs'
+
+	# mount(8) finds the installed helper; the installed strictfs reports and unmounts
+	mkimg debimg
+	mkdir -p "$V"
+	assert_ok mount -t strictfs -o noacl "$REPLY" "$V"
+	assert_eq "$REPLY $V fuse.strictfs" "$(mount_line "$V")" "mount -t strictfs with the installed helper"
+	pid=$(/usr/sbin/strictfs status --json | jq -r --arg m "$V" '.daemons[] | select(any(.views[]; .mountpoint == $m)) | .pid')
+	remember_pid "$pid"
+	exe=$(readlink "/proc/$pid/exe")
+	if [[ $exe == /usr/sbin/strictfs || $exe == */sbin/mount.strictfs ]]; then
+		ok "the daemon runs the installed binary ($exe)"
+	else
+		fail "the daemon runs $exe, not the installed binary"
+	fi
+	echo x >"$V/f"
+	assert_fails_with "Operation not supported" setfacl -m u:root:r "$V/f"
+	assert_ok /usr/sbin/strictfs umount "$V"
+	assert_ok pid_gone "$pid"
+
+	assert_ok dpkg --purge strictfs
+	assert_eq "" "$(dpkg-query -W -f '${db:Status-Status}' strictfs 2>/dev/null | grep -v not-installed)" "dpkg: purged"
+	for d in /usr/sbin/strictfs /sbin/mount.strictfs /sbin/mount.fuse.strictfs \
+		/usr/share/man/man8/strictfs.8.gz /usr/share/bash-completion/completions/strictfs \
+		/usr/share/doc/strictfs; do
+		assert_ok test ! -e "$d"
+	done
+}
+
+if [[ ${BASH_SOURCE[0]} == "$0" && ${1:-} == --deb-ns ]]; then
+	T_FILE=$(readlink -f "${BASH_SOURCE[0]}")
+	t_begin "$2"
+	"$2"
+	exit 0
+fi
+[[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"
