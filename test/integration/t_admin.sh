@@ -31,6 +31,9 @@ test_admin_meson_install_layout() {
 	assert_eq "" "$(find "$dest" -path '*/run*' -o -path '*/var/*' | head -n1)" "nothing installed under /run or /var"
 	assert_eq "strictfs $(meson introspect "$build" --projectinfo | jq -r .version)" \
 		"$("$dest$prefix/$sbin/strictfs" -V)" "the installed strictfs runs"
+	# uninstall removes what install put there (meson's log holds the DESTDIR paths)
+	assert_ok ninja -C "$build" uninstall
+	assert_eq "" "$(find "$dest" ! -type d | head -n3)" "ninja uninstall left no file"
 	# /run/strictfs is not installed: the first mount makes it (0700) if it is missing
 	new_source inst
 	view "" "$LOOP" "$T_DIR/v"
