@@ -350,6 +350,9 @@ int sfs_cli_mount_ns(const char *source, const char *mountpoint, const char *opt
 		return sfs_cli_mount(source, mountpoint, options, verbose);
 	if (sfs_mntns_open(&ns, ns_spec, err, sizeof(err))) {
 		print_err(err);
+		openlog("strictfs", LOG_PID, LOG_DAEMON);
+		syslog(LOG_WARNING, "%s: view at %s refused: %s", source, mountpoint, err);
+		closelog();
 		return -1;
 	}
 	r = mount_in(source, mountpoint, options, verbose, &ns);
