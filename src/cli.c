@@ -76,12 +76,13 @@ static int ensure_rundir(char *err, size_t errlen)
 	return 0;
 }
 
-/* The FUSE mount of a view, made here in the caller's namespace (SPEC §6). */
+/* The FUSE mount of a view, made here in the caller's namespace (SPEC §6), or in ns: /dev/fuse
+ * is opened before entering it, since a container may have none. */
 static int mount_view(const char *source, const char *mp, const struct sfs_opts *o, int *fuse_fd,
-                      char *err, size_t errlen)
+                      struct sfs_mntns *ns, char *err, size_t errlen)
 {
 	char data[256];
-	int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+	int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC), r, e;
 
 	if (fd < 0) {
 		sfs_errf(err, errlen, "/dev/fuse", "%s", strerror(errno));
@@ -89,8 +90,20 @@ static int mount_view(const char *source, const char *mp, const struct sfs_opts 
 	}
 	snprintf(data, sizeof(data),
 	         "fd=%d,rootmode=40000,user_id=0,group_id=0,allow_other,default_permissions", fd);
-	if (mount(source, mp, "fuse.strictfs", o->mount_flags, data) < 0) {
-		sfs_errf(err, errlen, mp, "%s", strerror(errno));
+	if (sfs_mntns_enter(ns, err, errlen)) {
+		close(fd);
+		return -1;
+	}
+	r = mount(source, mp, "fuse.strictfs", o->mount_flags, data);
+	e = errno;
+	if (sfs_mntns_leave(ns, err, errlen)) {
+		if (!r && !sfs_mntns_enter(ns, NULL, 0))
+			umount2(mp, MNT_DETACH);
+		close(fd);
+		return -1;
+	}
+	if (r < 0) {
+		sfs_errf(err, errlen, mp, "%s", strerror(e));
 		close(fd);
 		return -1;
 	}
@@ -265,13 +278,14 @@ static int mount_in(const char *source, const char *mountpoint, const char *opti
 	char err[ERRLEN] = "", key[128], path[PATH_MAX], mp[PATH_MAX], lockp[PATH_MAX];
 	struct sfs_opts o;
 	pid_t started = 0;
-	bool is_file, mounted = false;
+	bool is_file;
 	int lock = -1, fuse_fd = -1, conn;
 
 	if (sfs_opts_parse(options, &o, err, sizeof(err)))
 		goto fail;
 	if (o.remount && ns->target >= 0) {
-		sfs_errf(err, sizeof(err), "--namespace", "not with remount (remount from inside the namespace)");
+		sfs_errf(err, sizeof(err), "--namespace",
+		         "not with remount (remount from inside the namespace)");
 		goto fail;
 	}
 	if (o.remount)
@@ -299,11 +313,8 @@ static int mount_in(const char *source, const char *mountpoint, const char *opti
 	                                   sizeof(err))) {
 		goto fail;
 	}
-	if (sfs_mntns_enter(ns, err, sizeof(err)))
+	if (mount_view(source, mp, &o, &fuse_fd, ns, err, sizeof(err)))
 		goto fail;
-	mounted = !mount_view(source, mp, &o, &fuse_fd, err, sizeof(err));
-	if (sfs_mntns_leave(ns, mounted ? err : NULL, mounted ? sizeof(err) : 0) || !mounted)
-		goto fail_unmount;
 	if (add_view(key, source, mp, options, fuse_fd, ns->target, err, sizeof(err)))
 		goto fail_unmount;
 	close(fuse_fd);
@@ -312,7 +323,7 @@ static int mount_in(const char *source, const char *mountpoint, const char *opti
 		printf("strictfs: %s mounted on %s (-o %s)\n", source, mp, *options ? options : "defaults");
 	return 0;
 fail_unmount:
-	if (mounted && !sfs_mntns_enter(ns, NULL, 0)) {
+	if (!sfs_mntns_enter(ns, NULL, 0)) {
 		umount2(mp, MNT_DETACH);
 		sfs_mntns_leave(ns, NULL, 0);
 	}

@@ -5,8 +5,8 @@
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # container_start: a container-like process: pid 1 of its own pid namespace, in its own mount
-# namespace with its own /proc. It ends on SIGTERM (the cleanup's), and the namespaces with it;
-# its host pid in REPLY.
+# namespace with its own /proc and an empty /dev (no /dev/fuse, as in many containers). It ends
+# on SIGTERM (the cleanup's), and the namespaces with it; its host pid in REPLY.
 container_start() {
 	local holder pid i
 	unshare -m -p -f --kill-child --mount-proc --propagation private -- \
@@ -20,6 +20,7 @@ container_start() {
 	done
 	[[ -n $pid ]] && _ns_differs "$pid" || die "could not create a container"
 	echo "$pid $(proc_starttime "$pid")" >>"$T_DIR/.nspids"
+	nsenter -t "$pid" -m mount -t tmpfs -o mode=0755 sfs-ctdev /dev || die "an empty /dev in the container"
 	REPLY=$pid
 }
 
