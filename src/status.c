@@ -24,6 +24,7 @@ static json_object *split_list(const char *list)
 static json_object *view_json(const struct sfs_view *v)
 {
 	json_object *o = json_object_new_object(), *opts = json_object_new_object();
+	char ns[48];
 
 	json_object_object_add(o, "mountpoint", json_object_new_string(v->mountpoint));
 	json_object_object_add(o, "requested", json_object_new_string(v->opts.requested));
@@ -47,6 +48,9 @@ static json_object *view_json(const struct sfs_view *v)
 	json_object_object_add(o, "options", opts);
 	json_object_object_add(o, "open_files", json_object_new_int(atomic_load(&v->open_files)));
 	json_object_object_add(o, "requests", json_object_new_uint64(atomic_load(&v->requests)));
+	/* as readlink /proc/PID/ns/mnt names it, so a container manager can find its views */
+	snprintf(ns, sizeof(ns), "mnt:[%llu]", (unsigned long long)v->ns_ino);
+	json_object_object_add(o, "mount_ns", json_object_new_string(ns));
 	return o;
 }
 

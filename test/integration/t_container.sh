@@ -49,6 +49,8 @@ test_container_view_beside_host_views() {
 	assert_eq "$pid" "$(view_pid "$N")" "served by the daemon that serves the host's view"
 	assert_eq "$A $N" "$(daemon_views "$pid")" "status lists both views"
 	assert_eq true "$(view_opt "$N" acl)" "the container's view has its own options"
+	assert_eq "$(readlink "/proc/$C/ns/mnt")" "$(view_field "$N" .mount_ns)" "status: the container's view's mount_ns"
+	assert_eq "$(readlink /proc/self/ns/mnt)" "$(view_field "$A" .mount_ns)" "status: the host view's mount_ns"
 
 	assert_ok nsenter -t "$C" -m -p -- sh -c "echo from-container > '$N/f'"
 	assert_eq from-container "$(cat "$A/f" 2>&1)" "what the container wrote is seen by the host's view"
