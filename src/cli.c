@@ -35,7 +35,7 @@ static void usage(FILE *out)
 	fputs("Usage:\n"
 	      " strictfs mount [-o OPTIONS] [-N NS] SOURCE MOUNTPOINT\n"
 	      "                                                 add a view of SOURCE\n"
-	      " strictfs umount MOUNTPOINT                      remove a view\n"
+	      " strictfs umount [-N NS] MOUNTPOINT              remove a view\n"
 	      " strictfs status [SOURCE|MOUNTPOINT] [--json]    daemons, backings and views\n"
 	      " strictfs quota set|grace|report|check SOURCE ... usage and limits; see\n"
 	      "                                                 'strictfs quota --help'\n"
@@ -46,7 +46,7 @@ static void usage(FILE *out)
 	      "                      relatime, strictatime, nodiratime, nosymfollow, cache=,\n"
 	      "                      share=, quota, usrquota, grpquota, noquota, size=, inodes=,\n"
 	      "                      ext4 superblock options); see strictfs(8)\n"
-	      " -N, --namespace NS   mount the view in the mount namespace of process NS\n"
+	      " -N, --namespace NS   mount or unmount the view in the mount namespace of NS\n"
 	      "                      (a PID or a namespace file such as /proc/PID/ns/mnt)\n"
 	      " -h, --help           display this help\n"
 	      " -V, --version        display version\n",
@@ -435,11 +435,95 @@ static pid_t sole_view_daemon(const char *mp)
 	return pid;
 }
 
+/* The daemon serving a view at mp in the mount namespace named ns ("mnt:[INO]", as status
+ * reports it), or 0; *last tells whether it is that daemon's only view. */
+static pid_t view_daemon_in_ns(const char *mp, const char *ns, bool *last)
+{
+	json_object *doc = sfs_client_status(), *daemons = json_object_object_get(doc, "daemons");
+	pid_t pid = 0;
+
+	for (size_t i = 0; !pid && daemons && i < json_object_array_length(daemons); i++) {
+		json_object *d = json_object_array_get_idx(daemons, i);
+		json_object *views = json_object_object_get(d, "views");
+		for (size_t k = 0; !pid && k < json_object_array_length(views); k++) {
+			json_object *v = json_object_array_get_idx(views, k);
+			const char *m = json_object_get_string(json_object_object_get(v, "mountpoint"));
+			const char *n = json_object_get_string(json_object_object_get(v, "mount_ns"));
+			if (m && n && !strcmp(m, mp) && !strcmp(n, ns)) {
+				pid = json_object_get_int(json_object_object_get(d, "pid"));
+				*last = json_object_array_length(views) == 1;
+			}
+		}
+	}
+	json_object_put(doc);
+	return pid;
+}
+
+/* umount --namespace NS MOUNTPOINT: the view is looked up by its path in that namespace and
+ * the namespace itself in the daemons' status (the container's /proc may not show this
+ * process), then unmounted there. */
+static int umount_in_ns(const char *spec, const char *mountpoint)
+{
+	struct sfs_mntns ns = SFS_MNTNS_NONE;
+	char err[ERRLEN] = "", mp[PATH_MAX], id[48];
+	bool last = false;
+	struct stat st;
+	pid_t daemon;
+	int rc = SFS_EXIT_FAIL, e = 0;
+
+	if (sfs_mntns_open(&ns, spec, err, sizeof(err)))
+		goto out;
+	if (fstat(ns.target, &st) < 0) {
+		sfs_errf(err, sizeof(err), spec, "%s", strerror(errno));
+		goto out;
+	}
+	snprintf(id, sizeof(id), "mnt:[%llu]", (unsigned long long)st.st_ino);
+	if (sfs_mntns_enter(&ns, err, sizeof(err)))
+		goto out;
+	if (!realpath(mountpoint, mp)) {
+		sfs_errf(err, sizeof(err), mountpoint, "%s", strerror(errno));
+		sfs_mntns_leave(&ns, NULL, 0);
+		goto out;
+	}
+	if (sfs_mntns_leave(&ns, err, sizeof(err)))
+		goto out;
+	daemon = view_daemon_in_ns(mp, id, &last);
+	if (!daemon) {
+		sfs_errf(err, sizeof(err), mp, "not a strictfs view in the namespace of --namespace %s",
+		         spec);
+		goto out;
+	}
+	if (sfs_mntns_enter(&ns, err, sizeof(err)))
+		goto out;
+	if (umount2(mp, UMOUNT_NOFOLLOW) < 0)
+		e = errno;
+	if (sfs_mntns_leave(&ns, err, sizeof(err)))
+		goto out;
+	if (e) {
+		sfs_errf(err, sizeof(err), mp, "%s", strerror(e));
+		goto out;
+	}
+	if (last && !sfs_wait_pid_gone(daemon, 10000)) {
+		sfs_errf(err, sizeof(err), mp, "unmounted, but daemon %d has not exited yet", daemon);
+		goto out;
+	}
+	rc = SFS_EXIT_OK;
+out:
+	sfs_mntns_close(&ns);
+	if (rc)
+		print_err(err);
+	return rc;
+}
+
 static int cmd_umount(int argc, char **argv)
 {
 	char mp[PATH_MAX], src[PATH_MAX], err[ERRLEN];
 	pid_t last;
 
+	if (argc == 4 && (!strcmp(argv[1], "-N") || !strcmp(argv[1], "--namespace")))
+		return umount_in_ns(argv[2], argv[3]);
+	if (argc == 3 && !strncmp(argv[1], "--namespace=", 12))
+		return umount_in_ns(argv[1] + 12, argv[2]);
 	if (argc != 2)
 		return usage_error("%s: needs MOUNTPOINT", "umount");
 	if (!realpath(argv[1], mp)) {

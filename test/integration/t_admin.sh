@@ -113,6 +113,8 @@ test_admin_completion_commands_and_options() {
 	assert_eq "$(printf '%s\n' strict writeback)" "$(complete_line 'strictfs mount -o ro,cache=')" \
 		"-o: values after '=' (a word break for bash)"
 	assert_ok grep -qx "$$" <(complete_line "strictfs mount -N $$")
+	assert_ok grep -qx -- --namespace <(complete_line "strictfs umount --n")
+	assert_ok grep -qx "$$" <(complete_line "strictfs umount -N $$")
 	assert_ok grep -qx root <(complete_line 'strictfs quota set /dev/sdb1 -u roo')
 	assert_ok grep -qx -- --bhard <(complete_line 'strictfs quota set /dev/sdb1 --bh')
 	# every option strictfs knows is offered after -o, and nothing it does not know

@@ -139,6 +139,39 @@ test_container_refused_by_daemon_unmounts_in_namespace() {
 	assert_eq "$A" "$(daemon_views "$(view_pid "$A")")" "the host's view is untouched"
 }
 
+test_container_umount_namespace() {
+	local C N=$T_DIR/ctview A=$T_DIR/a pid
+	mkdir -p "$N" "$T_DIR/plain"
+	container_start
+	C=$REPLY
+	new_source um
+	view noacl "$LOOP" "$A"
+	pid=$(view_pid "$A")
+	assert_ok "$STRICTFS" mount -N "$C" "$LOOP" "$N"
+	# what is not a view of that namespace is refused by name, nothing unmounted
+	assert_refused "strictfs: $T_DIR/plain: not a strictfs view in the namespace of --namespace $C" \
+		"$STRICTFS" umount -N "$C" "$T_DIR/plain"
+	assert_refused "strictfs: $A: not a strictfs view in the namespace of --namespace $C" \
+		"$STRICTFS" umount -N "$C" "$A"
+	assert_ok is_mounted "$A"
+	assert_refused "strictfs: $T_DIR/nothere: No such file or directory" \
+		"$STRICTFS" umount -N "$C" "$T_DIR/nothere"
+	assert_refused "strictfs: --namespace 4194304: no such process" "$STRICTFS" umount -N 4194304 "$N"
+	assert_eq "$LOOP $N fuse.strictfs" "$(in_ns_mounts "$C" "$N")" "the refusals left the container's view"
+	# the container's view goes; the host's stays
+	assert_ok "$STRICTFS" umount --namespace "$C" "$N"
+	assert_ok not_in_ns "$C" "$N"
+	assert_ok wait_until 3 status_lacks_view "$N"
+	assert_eq "$A" "$(daemon_views "$pid")" "the host's view is still served"
+	# the last view: umount -N returns once the daemon has released the device
+	assert_ok sfs_umount "$A"
+	assert_ok "$STRICTFS" mount -N "$C" "$LOOP" "$N"
+	pid=$(view_pid "$N")
+	assert_ok "$STRICTFS" umount "--namespace=$C" "$N"
+	assert_ok pid_gone "$pid"
+	assert_ok device_free "$LOOP"
+}
+
 test_container_mount_N_through_helper() { with_mount_helper _container_helper_body; }
 _container_helper_body() {
 	local C N=$T_DIR/ctview pid
