@@ -90,6 +90,21 @@ test_admin_man_pages_cover_cli() {
 	assert_contains "$text" "--namespace" "mount.strictfs(8) documents --namespace"
 }
 
+test_admin_documented_case_only_rename() {
+	# strictfs(8): a case-only rename keeps the spelling; renaming through another name changes it
+	local C=$T_DIR/c N=$T_DIR/n
+	new_source cf
+	view casefold "$LOOP" "$C"
+	view nocasefold "$LOOP" "$N"
+	touch "$C/foo"
+	assert_ok "$PY" -c "import os,sys; os.rename(sys.argv[1], sys.argv[2])" "$C/foo" "$C/FOO"
+	assert_eq foo "$(ls "$N" | grep -ix foo)" "rename foo FOO: the stored spelling stays"
+	assert_fails_with "are the same file" mv "$C/foo" "$C/FOO"
+	assert_ok sh -c "mv '$C/foo' '$C/tmp' && mv '$C/tmp' '$C/FOO'"
+	assert_eq FOO "$(ls "$N" | grep -ix foo)" "through another name: the spelling changes"
+	assert_eq FOO "$(ls "$C" | grep -ix foo)" "and the casefold view lists it so"
+}
+
 # complete LINE: what the completion offers for LINE (cursor at its end), one per line
 complete_line() {
 	SFS_WB=$' \t\n"\'><=;|&(:' bash --norc -c '
