@@ -524,6 +524,8 @@ static int cmd_umount(int argc, char **argv)
 		return umount_in_ns(argv[2], argv[3]);
 	if (argc == 3 && !strncmp(argv[1], "--namespace=", 12))
 		return umount_in_ns(argv[1] + 12, argv[2]);
+	if (argc > 1 && (!strcmp(argv[1], "-N") || !strncmp(argv[1], "--namespace", 11)))
+		return usage_error("%s: needs NS and MOUNTPOINT", "umount --namespace");
 	if (argc != 2)
 		return usage_error("%s: needs MOUNTPOINT", "umount");
 	if (!realpath(argv[1], mp)) {

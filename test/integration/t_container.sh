@@ -157,6 +157,8 @@ test_container_umount_namespace() {
 	assert_refused "strictfs: $T_DIR/nothere: No such file or directory" \
 		"$STRICTFS" umount -N "$C" "$T_DIR/nothere"
 	assert_refused "strictfs: --namespace 4194304: no such process" "$STRICTFS" umount -N 4194304 "$N"
+	assert_exit 2 "$STRICTFS" umount -N "$C"
+	assert_contains "$(cat "$T_DIR/.err")" "umount --namespace: needs NS and MOUNTPOINT" "umount -N: usage"
 	assert_eq "$LOOP $N fuse.strictfs" "$(in_ns_mounts "$C" "$N")" "the refusals left the container's view"
 	# the container's view goes; the host's stays
 	assert_ok "$STRICTFS" umount --namespace "$C" "$N"
