@@ -21,18 +21,22 @@
 int sfs_client_connect(const char *key)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	struct timeval tv = {10, 0};
+	struct timeval tv = {10, 0}, connect_tv = {5, 0};
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	if (fd < 0)
 		return -errno;
 	sfs_socket_path(key, sa.sun_path, sizeof(sa.sun_path));
+	/* a Unix connect waits for room in the listener's backlog for as long as the send timeout
+	 * says, forever by default: one daemon that stopped accepting would hang every status */
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &connect_tv, sizeof(connect_tv));
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		int e = errno;
 		close(fd);
 		return -e;
 	}
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	return fd;
 }
 

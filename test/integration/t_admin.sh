@@ -105,6 +105,42 @@ test_admin_documented_case_only_rename() {
 	assert_eq FOO "$(ls "$C" | grep -ix foo)" "and the casefold view lists it so"
 }
 
+test_admin_status_skips_a_daemon_that_does_not_answer() {
+	# one wedged daemon must not hang `strictfs status` (nor every command that lists views):
+	# run in a private mount namespace with its own /run/strictfs, beside a listener that
+	# never accepts and whose backlog is full
+	mkdir -p /run/strictfs
+	unshare -m --propagation private -- env T_INNER=1 T_DIR="$T_DIR" T_NAME="$T_NAME" \
+		bash "$T_FILE" --ns-run _status_wedged_body
+	assert_eq 0 "$?" "the namespace part ran to its end"
+}
+_status_wedged_body() {
+	local start took listener
+	[[ $(readlink /proc/self/ns/mnt) != "$(readlink /proc/1/ns/mnt)" ]] || die "not in a private namespace"
+	mount -t tmpfs -o mode=0700 sfs-run /run/strictfs || die "tmpfs on /run/strictfs"
+	new_source wedge
+	view "" "$LOOP" "$T_DIR/v"
+	"$PY" -c '
+import os, socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.bind("/run/strictfs/f-0-0.sock"); s.listen(0)
+c1 = socket.socket(socket.AF_UNIX); c1.connect("/run/strictfs/f-0-0.sock")
+c2 = socket.socket(socket.AF_UNIX); c2.setblocking(False)
+try: c2.connect("/run/strictfs/f-0-0.sock")
+except BlockingIOError: pass
+open(sys.argv[1], "w").close(); time.sleep(600)' "$T_DIR/wedged" &
+	listener=$!
+	wait_until 5 test -e "$T_DIR/wedged" || die "the wedged listener did not start"
+	start=$SECONDS
+	_capture timeout 60 "$STRICTFS" status --json
+	took=$((SECONDS - start))
+	assert_eq 0 "$RC" "strictfs status returns"
+	assert_lt "$took" 30 "within the connect timeout, not forever (${took}s)"
+	assert_contains "$(cat "$T_DIR/.out")" "\"$T_DIR/v\"" "the daemon that answers is listed"
+	kill "$listener"
+	wait "$listener" 2>/dev/null
+	assert_ok sfs_umount "$T_DIR/v"
+}
+
 # complete LINE: what the completion offers for LINE (cursor at its end), one per line
 complete_line() {
 	SFS_WB=$' \t\n"\'><=;|&(:' bash --norc -c '
@@ -157,4 +193,10 @@ test_admin_completion_umount_views() {
 	umount "$T_DIR/t"
 }
 
+if [[ ${BASH_SOURCE[0]} == "$0" && ${1:-} == --ns-run ]]; then
+	T_FILE=$(readlink -f "${BASH_SOURCE[0]}")
+	t_begin "$2"
+	"$2"
+	exit 0
+fi
 [[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"
