@@ -55,15 +55,17 @@ static int ref_recv(const uint8_t *s, size_t len)
 {
 	struct wire_header h;
 
+	if (len == 0)
+		return -ECONNRESET; /* closed before sending anything */
 	if (len < sizeof(h))
-		return -ECONNRESET;
+		return -EPROTO;
 	memcpy(&h, s, sizeof(h));
 	if (h.magic != SFS_PROTO_MAGIC || h.version != SFS_PROTO_VERSION)
 		return -EPROTO;
 	if (h.len > SFS_MSG_MAX)
 		return -EMSGSIZE;
 	if (len - sizeof(h) < h.len)
-		return -ECONNRESET;
+		return -EPROTO;
 	return ref_validate(s + sizeof(h), h.len);
 }
 
