@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/nsfs.h>
 #include <linux/openat2.h>
 #include <poll.h>
 #include <sched.h>
@@ -17,11 +18,13 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -223,6 +226,17 @@ static int track_view_tree(struct sfs_daemon *d, struct sfs_view *v, const struc
 	return v->qroot < 0 ? -EINVAL : 0;
 }
 
+/* The two descriptors of an add-view request: /dev/fuse and a mount namespace. Anything else
+ * would become a view that serves nothing, or one no namespace can unmount. */
+static bool add_view_fds_ok(const struct sfs_msg *req)
+{
+	struct stat st;
+
+	return req->nfds == 2 && fstat(req->fds[0], &st) == 0 && S_ISCHR(st.st_mode) &&
+	       major(st.st_rdev) == 10 && minor(st.st_rdev) == 229 &&
+	       ioctl(req->fds[1], NS_GET_NSTYPE) == CLONE_NEWNS;
+}
+
 static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t errlen)
 {
 	const char *mp = sfs_msg_get(req, "mountpoint");
@@ -231,7 +245,7 @@ static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t
 	struct sfs_view *v = NULL;
 	int rc, slot;
 
-	if (!mp || !optstr || !src || req->nfds != 2 || strlen(mp) >= PATH_MAX ||
+	if (!mp || !optstr || !src || !add_view_fds_ok(req) || strlen(mp) >= PATH_MAX ||
 	    strlen(src) >= PATH_MAX) {
 		sfs_errf(err, errlen, "control", "malformed add-view request");
 		rc = -EPROTO;
