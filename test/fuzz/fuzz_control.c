@@ -1,13 +1,15 @@
 /* Fuzzes the control protocol's decoder (control.c): sfs_msg_validate on the input as a body,
- * and sfs_msg_recv on the input as the byte stream a client sends, written by another thread in
- * chunks of input-chosen size, with input-chosen descriptors attached. The harness predicts the
+ * and sfs_msg_recv on the input as the byte stream a client sends, written in chunks of
+ * input-chosen size (by another thread when it exceeds the socket's buffer), with input-chosen
+ * descriptors attached. The harness predicts the
  * result from a reference decoder of its own and checks that recv returns exactly that: never a
  * frame over SFS_MSG_MAX, never a malformed body; descriptors at most SFS_MSG_FDS, close-on-exec,
  * and none leaked on failure. A valid body also round-trips through sfs_msg_add and
  * sfs_msg_send/recv byte for byte.
  *
- * Input: byte 0 flags (bits 0-1: descriptors to attach, 0-3; bit 2: "big": the header's length
- * is moved next to SFS_MSG_MAX and the body repeats the rest of the input to that length),
+ * Input: byte 0 flags (bits 0-1: descriptors to attach, 0-3; bits 2-6 all set: "big": the
+ * header's length is moved next to SFS_MSG_MAX and the body repeats the rest of the input to
+ * that length; one input in 32, as a megabyte costs a thousand small ones),
  * byte 1 the chunk size of the writes (1-256), then the stream (or, for validate, the body). */
 #include <errno.h>
 #include <fcntl.h>
@@ -89,7 +91,7 @@ static void check_fields(const uint8_t *body, size_t len)
 		}
 		off += flen + 1;
 	}
-	if (m.len != len || memcmp(m.buf, body, len)) { /* a key too long for the buffer above */
+	if (m.len != len || (len && memcmp(m.buf, body, len))) { /* a key too long for the buffer above */
 		sfs_msg_free(&m);
 		return;
 	}
@@ -118,17 +120,16 @@ static void check_fields(const uint8_t *body, size_t len)
 struct writer {
 	int sock;
 	const uint8_t *s;
-	size_t len, chunk;
+	size_t len, chunk, off;
 	int nfds;
 	int fds[3];
 };
 
-static void *write_stream(void *arg)
+/* Sends from w->off on, the descriptors with the first chunk. Returns false when the socket
+ * is full (non-blocking) and the rest is left; true when all is sent, or the reader stopped. */
+static bool write_some(struct writer *w)
 {
-	struct writer *w = arg;
-	size_t off = 0;
-
-	if (w->nfds && w->len) {
+	if (w->nfds && w->len && w->off == 0) {
 		union {
 			char buf[CMSG_SPACE(sizeof(int) * 3)];
 			struct cmsghdr align;
@@ -145,15 +146,28 @@ static void *write_stream(void *arg)
 		c->cmsg_len = CMSG_LEN(sizeof(int) * w->nfds);
 		memcpy(CMSG_DATA(c), w->fds, sizeof(int) * w->nfds);
 		n = sendmsg(w->sock, &mh, MSG_NOSIGNAL);
-		off = n > 0 ? (size_t)n : w->len;
+		if (n < 0 && errno == EAGAIN)
+			return false;
+		w->off = n > 0 ? (size_t)n : w->len;
 	}
-	while (off < w->len) {
-		size_t n = w->len - off < w->chunk ? w->len - off : w->chunk;
-		ssize_t r = send(w->sock, w->s + off, n, MSG_NOSIGNAL);
+	while (w->off < w->len) {
+		size_t n = w->len - w->off < w->chunk ? w->len - w->off : w->chunk;
+		ssize_t r = send(w->sock, w->s + w->off, n, MSG_NOSIGNAL);
+		if (r < 0 && errno == EAGAIN)
+			return false;
 		if (r <= 0)
-			break; /* the reader has stopped: EPIPE */
-		off += (size_t)r;
+			return true; /* the reader has stopped: EPIPE */
+		w->off += (size_t)r;
 	}
+	return true;
+}
+
+/* The rest of a stream larger than the socket holds, written while the reader reads. */
+static void *write_rest(void *arg)
+{
+	struct writer *w = arg;
+
+	write_some(w);
 	shutdown(w->sock, SHUT_WR);
 	return NULL;
 }
@@ -172,6 +186,7 @@ static void check_recv(const uint8_t *stream, size_t len, int nfds, size_t chunk
 	struct writer w = {.s = stream, .len = len, .chunk = chunk, .nfds = nfds};
 	int sv[2], expect = ref_recv(stream, len), rc, before = lowest_free_fd();
 	struct sfs_msg m;
+	bool threaded = false;
 	pthread_t t;
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
@@ -179,14 +194,26 @@ static void check_recv(const uint8_t *stream, size_t len, int nfds, size_t chunk
 	for (int i = 0; i < nfds; i++)
 		w.fds[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	w.sock = sv[0];
-	if (pthread_create(&t, NULL, write_stream, &w)) {
-		close(sv[0]);
-		close(sv[1]);
-		return;
+	/* Most streams fit in the socket: written first, in this thread, so that runs are
+	 * reproducible; a larger one is finished by a writer thread while recv reads. */
+	fcntl(sv[0], F_SETFL, O_NONBLOCK);
+	if (write_some(&w)) {
+		shutdown(sv[0], SHUT_WR);
+	} else {
+		fcntl(sv[0], F_SETFL, 0);
+		if (pthread_create(&t, NULL, write_rest, &w)) {
+			close(sv[0]);
+			close(sv[1]);
+			for (int i = 0; i < nfds; i++)
+				close(w.fds[i]);
+			return;
+		}
+		threaded = true;
 	}
 	rc = sfs_msg_recv(sv[1], &m);
 	close(sv[1]); /* a writer still writing gets EPIPE */
-	pthread_join(t, NULL);
+	if (threaded)
+		pthread_join(t, NULL);
 	close(sv[0]);
 	for (int i = 0; i < nfds; i++)
 		close(w.fds[i]);
@@ -238,8 +265,9 @@ static uint8_t *big_stream(const uint8_t *s, size_t len, size_t *outlen)
 	if (!out)
 		return NULL;
 	memcpy(out, &h, sizeof(h));
-	for (size_t i = 0; i < body; i += plen)
-		memcpy(out + sizeof(h) + i, pat, body - i < plen ? body - i : plen);
+	memcpy(out + sizeof(h), pat, body < plen ? body : plen);
+	for (size_t done = plen; done < body; done *= 2) /* the pattern, doubled until full */
+		memcpy(out + sizeof(h) + done, out + sizeof(h), body - done < done ? body - done : done);
 	*outlen = sizeof(h) + (h.len > SFS_MSG_MAX ? 0 : body);
 	return out;
 }
@@ -259,7 +287,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	           ref_validate(s, len));
 	if (vrc == 0)
 		check_fields(s, len);
-	if (data[0] & 4) {
+	if ((data[0] & 0x7c) == 0x7c) {
 		size_t blen;
 		uint8_t *big = big_stream(s, len, &blen);
 		if (big) {
