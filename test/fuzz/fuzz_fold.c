@@ -151,10 +151,43 @@ static void check_pair(const char *a, size_t alen, const char *b, size_t blen)
 
 /* ---- The index against a model ------------------------------------------------------------ */
 
+/* The directory as a list of names, each with its fold (computed once: the checks compare
+ * folds, and folding on every comparison would make an input of many names quadratic in folds). */
+struct entry {
+	const char *s;
+	size_t len;
+	char *key; /* NULL if the fold failed (no memory): then compared by bytes */
+	size_t klen;
+};
+
 struct model {
-	struct name n[MODEL_MAX];
+	struct entry n[MODEL_MAX];
 	size_t count;
 };
+
+static void key_of(const char *s, size_t len, char **key, size_t *klen)
+{
+	bool invalid;
+
+	*key = fold(s, len, klen, &invalid);
+}
+
+static bool same_key(const struct entry *e, const char *key, size_t klen, const char *s,
+                     size_t len)
+{
+	if (!e->key || !key)
+		return e->len == len && !memcmp(e->s, s, len);
+	return e->klen == klen && !memcmp(e->key, key, klen);
+}
+
+static void model_add(struct model *m, const char *s, size_t len)
+{
+	struct entry *e = &m->n[m->count++];
+
+	e->s = s;
+	e->len = len;
+	key_of(s, len, &e->key, &e->klen);
+}
 
 static int ref_check_name(const char *s, size_t len)
 {
@@ -182,14 +215,15 @@ static int bytecmp(const char *a, size_t alen, const char *b, size_t blen)
 	return r ? r : alen < blen ? -1 : alen > blen;
 }
 
-/* The class of s in the model: its size and its bytewise-smallest member. */
-static size_t model_class(const struct model *m, const char *s, size_t len, const struct name **min)
+/* The class of s (whose fold is key) in the model: its size and its bytewise-smallest member. */
+static size_t model_class(const struct model *m, const char *s, size_t len, const char *key,
+                          size_t klen, const struct entry **min)
 {
 	size_t k = 0;
 
 	*min = NULL;
 	for (size_t i = 0; i < m->count; i++) {
-		if (!folds_equal(m->n[i].s, m->n[i].len, s, len))
+		if (!same_key(&m->n[i], key, klen, s, len))
 			continue;
 		k++;
 		if (!*min || bytecmp(m->n[i].s, m->n[i].len, (*min)->s, (*min)->len) < 0)
@@ -200,6 +234,7 @@ static size_t model_class(const struct model *m, const char *s, size_t len, cons
 
 static void model_remove(struct model *m, int i)
 {
+	free(m->n[i].key);
 	m->n[i] = m->n[--m->count];
 }
 
@@ -207,9 +242,10 @@ static void check_lookup(const struct sfs_foldidx *idx, const struct model *m, c
                          size_t len)
 {
 	struct sfs_foldidx_hit hit;
-	const struct name *min;
+	const struct entry *min;
 	int rc = sfs_foldidx_lookup(idx, s, len, &hit), bad = ref_check_name(s, len);
-	size_t k;
+	size_t k, klen;
+	char *key;
 	bool exact;
 
 	if (bad) {
@@ -217,7 +253,9 @@ static void check_lookup(const struct sfs_foldidx *idx, const struct model *m, c
 		FUZZ_CHECK(!sfs_foldidx_listed(idx, s, len), "a refused name is listed");
 		return;
 	}
-	k = model_class(m, s, len, &min);
+	key_of(s, len, &key, &klen);
+	k = model_class(m, s, len, key, klen, &min);
+	free(key);
 	if (!k) {
 		FUZZ_CHECK(rc == -ENOENT, "lookup found a name of no class: rc %d", rc);
 		FUZZ_CHECK(sfs_foldidx_listed(idx, s, len), "a new class is not listed");
@@ -243,8 +281,8 @@ static void check_stats(const struct sfs_foldidx *idx, const struct model *m)
 	size_t classes = 0;
 
 	for (size_t i = 0; i < m->count; i++) {
-		const struct name *min;
-		model_class(m, m->n[i].s, m->n[i].len, &min);
+		const struct entry *min;
+		model_class(m, m->n[i].s, m->n[i].len, m->n[i].key, m->n[i].klen, &min);
 		if (min == &m->n[i])
 			classes++;
 	}
@@ -322,7 +360,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (sfs_foldidx_new(&idx, 0))
 		return 0;
-	m.count = 0;
 	for (size_t i = 0; i < nrec; i++) {
 		unsigned op = rec[i].len ? (unsigned char)rec[i].s[0] % 5 : 3;
 		const char *s = rec[i].s + (rec[i].len > 0), *t;
@@ -336,7 +373,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				goto out;
 			FUZZ_CHECK(rc == (bad ? bad : at >= 0 ? -EEXIST : 0), "add: rc %d", rc);
 			if (!rc && m.count < MODEL_MAX)
-				m.n[m.count++] = (struct name){s, len};
+				model_add(&m, s, len);
 			else if (!rc) /* the model is full: undo */
 				sfs_foldidx_remove(idx, s, len);
 			break;
@@ -361,7 +398,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				break;
 			model_remove(&m, at);
 			if (model_find(&m, t, tlen) < 0)
-				m.n[m.count++] = (struct name){t, tlen};
+				model_add(&m, t, tlen);
 			break;
 		case 3:
 		case 4:
@@ -374,6 +411,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_lookup(idx, &m, rec[i].s, rec[i].len);
 	check_rebuilt(idx, &m, rec, nrec);
 out:
+	while (m.count)
+		model_remove(&m, 0);
 	sfs_foldidx_free(idx);
 	return 0;
 }
