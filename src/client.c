@@ -27,6 +27,9 @@ int sfs_client_connect(const char *key)
 	if (fd < 0)
 		return -errno;
 	sfs_socket_path(key, sa.sun_path, sizeof(sa.sun_path));
+	/* connect waits while the daemon's backlog is full, as long as the send timeout allows:
+	 * without one, a daemon that stopped accepting would hang every status for good */
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		int e = errno;
 		close(fd);
