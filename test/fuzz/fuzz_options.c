@@ -27,6 +27,8 @@ static bool same_meaning(const struct sfs_opts *a, const struct sfs_opts *b, boo
 	if (a->acl != b->acl || a->user_xattr != b->user_xattr || a->ro != b->ro ||
 	    a->nodiratime != b->nodiratime || a->df != b->df || a->share != b->share ||
 	    a->cache != b->cache || a->atime != b->atime || a->casefold != b->casefold ||
+	    a->usrquota != b->usrquota || a->grpquota != b->grpquota ||
+	    a->size_limit != b->size_limit || a->inode_limit != b->inode_limit ||
 	    strcmp(a->subdir, b->subdir) || a->mount_flags != b->mount_flags ||
 	    strcmp(a->flag_names, b->flag_names))
 		return false;
@@ -88,7 +90,10 @@ static bool serialise(const struct sfs_opts *o, char *buf, size_t len)
 	int n;
 
 	sfs_opts_sb_string(o, sb, sizeof(sb));
-	n = snprintf(buf, len, "%s,%s,%s,%s,subdir=%s,cache=%s,share=%s,%s,%s,%s,%s,%s,%s,%s%s%s",
+	n = snprintf(buf, len, "noquota%s%s,size=%llu,inodes=%llu,"
+	             "%s,%s,%s,%s,subdir=%s,cache=%s,share=%s,%s,%s,%s,%s,%s,%s,%s%s%s",
+	             o->usrquota ? ",usrquota" : "", o->grpquota ? ",grpquota" : "",
+	             (unsigned long long)o->size_limit, (unsigned long long)o->inode_limit,
 	             o->acl ? "acl" : "noacl", o->user_xattr ? "user_xattr" : "nouser_xattr",
 	             o->ro ? "ro" : "rw", sfs_df_name(o->df), o->subdir,
 	             o->cache == SFS_CACHE_WRITEBACK ? "writeback" : "strict",
