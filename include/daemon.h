@@ -18,7 +18,7 @@
 
 #define SFS_MAX_VIEWS 4096
 /* Control connections served at once, each by its own thread; more wait in the backlog. */
-#define SFS_MAX_CONNS 32
+#define SFS_MAX_CONNS 64
 
 struct sfs_coherence;
 struct sfs_foldcache;

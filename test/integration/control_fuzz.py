@@ -62,9 +62,17 @@ def read_reply(s):
 
 
 def connect(path, timeout=5.0):
+    """Connects as the strictfs command does: a blocking connect bounded by the send timeout
+    (it waits while the daemon's backlog is full; Python's own timeout would fail at once)."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
+                 struct.pack("ll", int(timeout), int(timeout % 1 * 1e6)))
+    try:
+        s.connect(path)
+    except OSError:
+        s.close()
+        raise
     s.settimeout(timeout)
-    s.connect(path)
     return s
 
 
