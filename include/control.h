@@ -41,7 +41,8 @@ const char *sfs_msg_get(const struct sfs_msg *m, const char *key);
 int sfs_msg_validate(const char *buf, size_t len);
 
 /* Send and receive one message; 0 or -errno. Receive rejects a bad magic, an unknown
- * version, an oversized or malformed body (-EPROTO / -EMSGSIZE). */
+ * version, an oversized or malformed body, a frame cut short (-EPROTO / -EMSGSIZE); -ECONNRESET
+ * only when the peer closed before sending anything. */
 int sfs_msg_send(int sock, const struct sfs_msg *m);
 int sfs_msg_recv(int sock, struct sfs_msg *m);
 

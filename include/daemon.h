@@ -17,9 +17,17 @@
 #include "view.h"
 
 #define SFS_MAX_VIEWS 4096
+/* Control connections served at once, each by its own thread; more wait in the backlog. */
+#define SFS_MAX_CONNS 64
 
 struct sfs_coherence;
 struct sfs_foldcache;
+
+/* A control connection being served, and when the watchdog cuts it off (0: never). */
+struct sfs_conn {
+	int fd;                          /* -1: a free slot */
+	long long deadline_ms;           /* CLOCK_MONOTONIC */
+};
 
 struct sfs_daemon {
 	char key[64];
@@ -45,6 +53,16 @@ struct sfs_daemon {
 	int mountinfo_fd;                /* POLLPRI when the mount table changes */
 	char shared_with[1024];          /* native mounts of the backing device, comma list */
 	struct sfs_quota quota;          /* usage and limits (quota.h) */
+	/* The control loop and the connection threads take turns under control_lock: views[]
+	 * changes, nviews, shared_with and everything a request reads or changes. A connection's
+	 * thread reads its request and sends its reply without it, so a stalled client holds up
+	 * no one; the loop's watchdog shuts a connection down past its deadline. */
+	pthread_mutex_t control_lock;
+	pthread_mutex_t conns_lock;      /* conns[], nconns; inside control_lock */
+	pthread_cond_t conns_idle;       /* nconns dropped */
+	struct sfs_conn conns[SFS_MAX_CONNS];
+	int nconns;
+	bool closing;                    /* under control_lock: the loop has ended */
 };
 
 /* `strictfs __daemon KEY SOURCE FILE? OPTIONS READY_FD`: the daemon's entry point. */

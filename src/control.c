@@ -210,6 +210,8 @@ int sfs_msg_recv(int sock, struct sfs_msg *m)
 		goto fail;
 	return 0;
 fail:
+	if (rc == -ECONNRESET)
+		rc = -EPROTO; /* the peer ended mid-frame: a truncated message, not a mere probe */
 	for (int i = 0; i < m->nfds; i++)
 		close(m->fds[i]);
 	m->nfds = 0;

@@ -1,11 +1,13 @@
 /* One daemon per source (SPEC §6): sets up the backing, answers the control socket, adds and
  * drops views, and ends when the last view is gone or on SIGTERM. The control loop is one
- * thread; each view's session has its own threads (view.c). */
+ * thread, each control connection has its own (they take turns under control_lock), and each
+ * view's session has its own threads (view.c). */
 #include "daemon.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/nsfs.h>
 #include <linux/openat2.h>
 #include <poll.h>
 #include <sched.h>
@@ -16,11 +18,13 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -36,6 +40,9 @@
 #define ERRLEN 1024
 #define SHUTDOWN_WAIT_MS 5000
 #define NAMESPACE_CHECK_MS 2000
+/* How long a control client may take to send its request, and to read the reply. */
+#define CONN_TIMEOUT_MS 2000
+#define WATCHDOG_MS 100
 
 bool sfs_daemon_is_admin_entry(const struct sfs_daemon *d, const struct sfs_node *dir,
                                const char *name)
@@ -219,6 +226,17 @@ static int track_view_tree(struct sfs_daemon *d, struct sfs_view *v, const struc
 	return v->qroot < 0 ? -EINVAL : 0;
 }
 
+/* The two descriptors of an add-view request: /dev/fuse and a mount namespace. Anything else
+ * would become a view that serves nothing, or one no namespace can unmount. */
+static bool add_view_fds_ok(const struct sfs_msg *req)
+{
+	struct stat st;
+
+	return req->nfds == 2 && fstat(req->fds[0], &st) == 0 && S_ISCHR(st.st_mode) &&
+	       major(st.st_rdev) == 10 && minor(st.st_rdev) == 229 &&
+	       ioctl(req->fds[1], NS_GET_NSTYPE) == CLONE_NEWNS;
+}
+
 static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t errlen)
 {
 	const char *mp = sfs_msg_get(req, "mountpoint");
@@ -227,7 +245,7 @@ static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t
 	struct sfs_view *v = NULL;
 	int rc, slot;
 
-	if (!mp || !optstr || !src || req->nfds != 2 || strlen(mp) >= PATH_MAX ||
+	if (!mp || !optstr || !src || !add_view_fds_ok(req) || strlen(mp) >= PATH_MAX ||
 	    strlen(src) >= PATH_MAX) {
 		sfs_errf(err, errlen, "control", "malformed add-view request");
 		rc = -EPROTO;
@@ -359,25 +377,23 @@ static void reap_ended_views(struct sfs_daemon *d)
 }
 
 /* A reply: rc (0 or errno), the one-line error, and one more field if key is set. */
-static void reply_fields(int conn, int rc, const char *msg, const char *key, const char *value)
+static void reply_fields(struct sfs_msg *m, int rc, const char *msg, const char *key,
+                         const char *value)
 {
-	struct sfs_msg m;
 	char num[16];
 
-	sfs_msg_init(&m, SFS_REPLY);
+	sfs_msg_init(m, SFS_REPLY);
 	snprintf(num, sizeof(num), "%d", rc < 0 ? -rc : rc);
-	sfs_msg_add(&m, "rc", num);
+	sfs_msg_add(m, "rc", num);
 	if (msg)
-		sfs_msg_add(&m, "msg", msg);
+		sfs_msg_add(m, "msg", msg);
 	if (key && value)
-		sfs_msg_add(&m, key, value);
-	sfs_msg_send(conn, &m);
-	sfs_msg_free(&m);
+		sfs_msg_add(m, key, value);
 }
 
-static void reply(int conn, int rc, const char *msg, const char *json)
+static void reply(struct sfs_msg *m, int rc, const char *msg, const char *json)
 {
-	reply_fields(conn, rc, msg, "json", json);
+	reply_fields(m, rc, msg, "json", json);
 }
 
 /* Reads the optional limit fields of a quota set request; false on a malformed value. */
@@ -474,13 +490,75 @@ malformed:
 	return -EPROTO;
 }
 
-static void serve_connection(struct sfs_daemon *d, int conn)
+static long long now_ms(void)
 {
-	struct timeval tv = {2, 0};
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/* The watchdog cuts the connection off ms from now (0: never). */
+static void conn_deadline(struct sfs_daemon *d, int slot, int ms)
+{
+	pthread_mutex_lock(&d->conns_lock);
+	d->conns[slot].deadline_ms = ms ? now_ms() + ms : 0;
+	pthread_mutex_unlock(&d->conns_lock);
+}
+
+/* Answers one request under control_lock; the reply goes out after. */
+static void answer(struct sfs_daemon *d, struct sfs_msg *req, struct sfs_msg *rep)
+{
+	char err[ERRLEN] = "";
+	int rc;
+
+	if (d->closing) {
+		reply(rep, ESHUTDOWN, "strictfs: control: the daemon is shutting down", NULL);
+		return;
+	}
+	switch (req->type) {
+	case SFS_REQ_ADD_VIEW:
+		rc = add_view(d, req, err, sizeof(err));
+		reply(rep, rc, rc ? err : NULL, NULL);
+		break;
+	case SFS_REQ_STATUS: {
+		json_object *o = sfs_status_daemon(d);
+		reply(rep, 0, NULL, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+		json_object_put(o);
+		break;
+	}
+	case SFS_REQ_REMOUNT: {
+		unsigned long flags = 0;
+		char num[32];
+		rc = remount_view(d, req, &flags, err, sizeof(err));
+		snprintf(num, sizeof(num), "%lu", flags);
+		reply_fields(rep, rc, rc ? err : NULL, "mount_flags", num);
+		break;
+	}
+	case SFS_REQ_QUOTA: {
+		json_object *o = NULL;
+		rc = quota_request(d, req, &o, err, sizeof(err));
+		reply(rep, rc, rc ? err : NULL,
+		      o ? json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN) : NULL);
+		json_object_put(o);
+		break;
+	}
+	case SFS_REQ_STOP:
+		atomic_store(&d->stopping, true);
+		sfs_daemon_wake(d);
+		reply(rep, 0, NULL, NULL);
+		break;
+	default:
+		reply(rep, EPROTO, "strictfs: control: unknown request", NULL);
+	}
+}
+
+static void serve_connection(struct sfs_daemon *d, int slot, int conn)
+{
+	struct timeval tv = {CONN_TIMEOUT_MS / 1000, 0};
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
-	char err[ERRLEN] = "";
-	struct sfs_msg req;
+	struct sfs_msg req, rep;
 	int rc;
 
 	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -488,65 +566,126 @@ static void serve_connection(struct sfs_daemon *d, int conn)
 	if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != 0) {
 		syslog(LOG_WARNING, "%s: control request from uid %d refused", d->source,
 		       (int)cred.uid);
-		reply(conn, EPERM, "strictfs: control: only root may use the control socket", NULL);
-		return;
+		reply(&rep, EPERM, "strictfs: control: only root may use the control socket", NULL);
+		goto send;
 	}
 	rc = sfs_msg_recv(conn, &req);
 	if (rc == -ECONNRESET)
 		return; /* a command that only checked the daemon is there */
 	if (rc) {
 		syslog(LOG_WARNING, "%s: malformed control request: %s", d->source, strerror(-rc));
-		reply(conn, -rc, "strictfs: control: malformed request", NULL);
-		return;
+		reply(&rep, -rc, "strictfs: control: malformed request", NULL);
+		goto send;
 	}
-	switch (req.type) {
-	case SFS_REQ_ADD_VIEW:
-		rc = add_view(d, &req, err, sizeof(err));
-		reply(conn, rc, rc ? err : NULL, NULL);
-		break;
-	case SFS_REQ_STATUS: {
-		json_object *o = sfs_status_daemon(d);
-		reply(conn, 0, NULL, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
-		json_object_put(o);
-		break;
-	}
-	case SFS_REQ_REMOUNT: {
-		unsigned long flags = 0;
-		char num[32];
-		rc = remount_view(d, &req, &flags, err, sizeof(err));
-		snprintf(num, sizeof(num), "%lu", flags);
-		reply_fields(conn, rc, rc ? err : NULL, "mount_flags", num);
-		break;
-	}
-	case SFS_REQ_QUOTA: {
-		json_object *o = NULL;
-		rc = quota_request(d, &req, &o, err, sizeof(err));
-		reply(conn, rc, rc ? err : NULL,
-		      o ? json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN) : NULL);
-		json_object_put(o);
-		break;
-	}
-	case SFS_REQ_STOP:
-		atomic_store(&d->stopping, true);
-		reply(conn, 0, NULL, NULL);
-		break;
-	default:
-		reply(conn, EPROTO, "strictfs: control: unknown request", NULL);
-	}
+	conn_deadline(d, slot, 0); /* adding a view may take its time; the client waits */
+	pthread_mutex_lock(&d->control_lock);
+	answer(d, &req, &rep);
+	pthread_mutex_unlock(&d->control_lock);
 	for (int i = 0; i < req.nfds; i++)
 		if (req.fds[i] >= 0)
 			close(req.fds[i]);
 	sfs_msg_free(&req);
+	conn_deadline(d, slot, CONN_TIMEOUT_MS);
+send:
+	sfs_msg_send(conn, &rep);
+	sfs_msg_free(&rep);
 }
 
+struct conn_start {
+	struct sfs_daemon *d;
+	int slot, fd;
+};
+
+static void *conn_thread(void *arg)
+{
+	struct conn_start *c = arg;
+	struct sfs_daemon *d = c->d;
+
+	serve_connection(d, c->slot, c->fd);
+	pthread_mutex_lock(&d->conns_lock);
+	close(c->fd); /* under the lock: the watchdog never shuts down a reused number */
+	d->conns[c->slot].fd = -1;
+	d->nconns--;
+	pthread_cond_broadcast(&d->conns_idle);
+	pthread_mutex_unlock(&d->conns_lock);
+	sfs_daemon_wake(d); /* a slot is free: the loop listens again */
+	free(c);
+	return NULL;
+}
+
+/* Each connection is served by its own thread, so that a client that stalls before or while
+ * sending its request (or does not read the reply) holds up only itself. */
 static void accept_one(struct sfs_daemon *d)
 {
 	int conn = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	struct conn_start *c;
+	pthread_attr_t attr;
+	pthread_t t;
+	int slot = -1;
 
 	if (conn < 0)
 		return;
-	serve_connection(d, conn);
+	pthread_mutex_lock(&d->conns_lock);
+	for (int i = 0; i < SFS_MAX_CONNS && slot < 0; i++)
+		if (d->conns[i].fd < 0)
+			slot = i;
+	if (slot >= 0) {
+		d->conns[slot].fd = conn;
+		d->conns[slot].deadline_ms = now_ms() + CONN_TIMEOUT_MS;
+		d->nconns++;
+	}
+	pthread_mutex_unlock(&d->conns_lock);
+	c = slot >= 0 ? malloc(sizeof(*c)) : NULL;
+	if (c) {
+		*c = (struct conn_start){d, slot, conn};
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		pthread_attr_setstacksize(&attr, 256 * 1024);
+		if (pthread_create(&t, &attr, conn_thread, c) == 0) {
+			pthread_attr_destroy(&attr);
+			return;
+		}
+		pthread_attr_destroy(&attr);
+		free(c);
+	}
+	syslog(LOG_WARNING, "%s: cannot serve a control connection", d->source);
+	pthread_mutex_lock(&d->conns_lock);
+	if (slot >= 0) {
+		d->conns[slot].fd = -1;
+		d->nconns--;
+	}
 	close(conn);
+	pthread_mutex_unlock(&d->conns_lock);
+}
+
+/* Shuts down the connections past their deadline (all of them if all): their thread's read
+ * or write then fails at once. Returns how many are being served. */
+static int conns_watchdog(struct sfs_daemon *d, bool all)
+{
+	long long now = now_ms();
+	int n;
+
+	pthread_mutex_lock(&d->conns_lock);
+	for (int i = 0; i < SFS_MAX_CONNS; i++) {
+		struct sfs_conn *c = &d->conns[i];
+		if (c->fd >= 0 && (all || (c->deadline_ms && now >= c->deadline_ms))) {
+			shutdown(c->fd, SHUT_RDWR);
+			c->deadline_ms = 0;
+		}
+	}
+	n = d->nconns;
+	pthread_mutex_unlock(&d->conns_lock);
+	return n;
+}
+
+/* The loop has ended (closing is set): connections still served are cut off and waited for. */
+static void conns_drain(struct sfs_daemon *d)
+{
+	conns_watchdog(d, true);
+	pthread_mutex_lock(&d->conns_lock);
+	while (d->nconns > 0)
+		pthread_cond_wait(&d->conns_idle, &d->conns_lock);
+	pthread_mutex_unlock(&d->conns_lock);
 }
 
 static void wait_views_ended(struct sfs_daemon *d, int ms)
@@ -575,7 +714,12 @@ static void unmount_all(struct sfs_daemon *d)
  * view: those commands hold the source's lock. */
 static bool may_exit(struct sfs_daemon *d)
 {
-	return d->nviews == 0 && flock(d->lock_fd, LOCK_EX | LOCK_NB) == 0;
+	int conns;
+
+	pthread_mutex_lock(&d->conns_lock);
+	conns = d->nconns;
+	pthread_mutex_unlock(&d->conns_lock);
+	return d->nviews == 0 && conns == 0 && flock(d->lock_fd, LOCK_EX | LOCK_NB) == 0;
 }
 
 /* The kernel checks exclusivity only when the backing is created: root can still mount the
@@ -646,20 +790,27 @@ static void unmount_unreachable_views(struct sfs_daemon *d)
 static void control_loop(struct sfs_daemon *d)
 {
 	long long last_check = 0;
+	bool done = false;
 
-	for (;;) {
-		struct pollfd pf[3] = {{d->listen_fd, POLLIN, 0}, {d->event_fd, POLLIN, 0},
-		                       {d->mountinfo_fd, POLLPRI, 0}};
-		int timeout = d->nviews ? NAMESPACE_CHECK_MS : 200;
-		struct timespec now;
+	while (!done) {
+		int busy = conns_watchdog(d, false);
+		struct pollfd pf[3] = {{busy < SFS_MAX_CONNS ? d->listen_fd : -1, POLLIN, 0},
+		                       {d->event_fd, POLLIN, 0}, {d->mountinfo_fd, POLLPRI, 0}};
+		int timeout = busy ? WATCHDOG_MS : d->nviews ? NAMESPACE_CHECK_MS : 200;
+		long long now;
 		uint64_t n;
 
-		if (poll(pf, 3, timeout) < 0 && errno != EINTR)
+		if (poll(pf, 3, timeout) < 0 && errno != EINTR) {
+			pthread_mutex_lock(&d->control_lock);
+			d->closing = true;
+			pthread_mutex_unlock(&d->control_lock);
 			break;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		if (d->nviews && now.tv_sec * 1000 + now.tv_nsec / 1000000 - last_check >= NAMESPACE_CHECK_MS) {
+		}
+		pthread_mutex_lock(&d->control_lock);
+		now = now_ms();
+		if (d->nviews && now - last_check >= NAMESPACE_CHECK_MS) {
 			unmount_unreachable_views(d);
-			last_check = now.tv_sec * 1000 + now.tv_nsec / 1000000;
+			last_check = now;
 		}
 		if (pf[2].revents & (POLLPRI | POLLERR))
 			check_shared(d);
@@ -671,13 +822,16 @@ static void control_loop(struct sfs_daemon *d)
 			unmount_all(d);
 			if (d->nviews == 0)
 				flock(d->lock_fd, LOCK_EX);
-			break;
+			done = true;
+		} else {
+			if (pf[0].revents & POLLIN)
+				accept_one(d);
+			done = may_exit(d);
 		}
-		if (pf[0].revents & POLLIN)
-			accept_one(d);
-		if (may_exit(d))
-			break;
+		d->closing = done;
+		pthread_mutex_unlock(&d->control_lock);
 	}
+	conns_drain(d);
 }
 
 /* "OK PID" or the one-line error, to the strictfs command waiting for the daemon. */
@@ -787,6 +941,11 @@ int sfs_daemon_main(int argc, char **argv)
 	d->listen_fd = d->event_fd = d->lock_fd = d->mountinfo_fd = d->handle_fd = -1;
 	d->started = time(NULL);
 	pthread_rwlock_init(&d->views_lock, NULL);
+	pthread_mutex_init(&d->control_lock, NULL);
+	pthread_mutex_init(&d->conns_lock, NULL);
+	pthread_cond_init(&d->conns_idle, NULL);
+	for (int i = 0; i < SFS_MAX_CONNS; i++)
+		d->conns[i].fd = -1;
 	openlog("strictfs", LOG_PID | LOG_NDELAY, LOG_DAEMON);
 	umask(0);
 	signal(SIGPIPE, SIG_IGN);

@@ -264,6 +264,12 @@ static int set_sb(struct sfs_opts *o, const struct opt_def *d, const char *v, ch
 		sfs_errf(err, errlen, obj, "malformed value");
 		return -EINVAL;
 	}
+	/* Cut to fit, the value would reach the backing as another one (commit=000...05 as
+	 * commit=000...0). */
+	if (v && strlen(v) >= sizeof(s->value)) {
+		sfs_errf(err, errlen, d->name, "value too long");
+		return -EINVAL;
+	}
 	for (int i = 0; i < o->n_sb; i++)
 		if (!strcmp(o->sb[i].key, key))
 			s = &o->sb[i];

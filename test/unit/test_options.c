@@ -57,6 +57,8 @@ int main(void)
 
 	refused("bogus", "bogus: unknown option");
 	refused("acl=1", "acl: takes no value");
+	refused("commit=0000000000000000000000000000000000000000000000000000000000000000005",
+	        "commit: value too long");
 	refused("subdir", "subdir: needs a value");
 	refused("subdir=", "subdir=: empty");
 	refused("subdir=/a/../b", "subdir=/a/../b");
