@@ -1,0 +1,419 @@
+#!/bin/bash
+# No privilege leak (SPEC §4.1, §5, issue 7 part 1), tested adversarially: unprivileged callers
+# try what they must not be able to do, one system call at a time (probe.py), on a native ext4
+# mount and in a noacl view (A) and an acl view (B) of an identically prepared tree; each
+# outcome (errno name, or OK with the resulting mode/owner) must be native ext4's. Where a view
+# differs by design (noacl ignores ACLs; a subdir view refuses handles a bind mount honours),
+# the designed outcome is asserted and the reason given beside it.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+PROBE=
+
+_install_probe() { # the test users cannot read the work tree; the probe lives in T_DIR
+	PROBE=$T_DIR/probe.py
+	cp "$SFS_TEST_DIR/probe.py" "$PROBE" && chmod 755 "$PROBE" || die "installing probe.py"
+}
+
+# probe USER OP ARGS...: one syscall as USER (root: as is); prints OK... or the errno name.
+probe() {
+	local u=$1
+	shift
+	case $u in alice) u=$SFS_ALICE ;; bob) u=$SFS_BOB ;; esac
+	if [[ $u == root ]]; then
+		(cd / && "$PY" "$PROBE" "$@")
+	else
+		as_user "$u" "$PY" "$PROBE" "$@"
+	fi
+}
+
+# fs.protected_hardlinks on for this test, the old value back in every exit path.
+_hardlinks_on() {
+	SEC_OLD_HARDLINKS=$(sysctl -n fs.protected_hardlinks) || die "reading fs.protected_hardlinks"
+	trap '_hardlinks_restore; _t_exit_trap' EXIT
+	sysctl -q -w fs.protected_hardlinks=1 || die "setting fs.protected_hardlinks"
+}
+
+_hardlinks_restore() {
+	[[ -n ${SEC_OLD_HARDLINKS:-} ]] && sysctl -q -w fs.protected_hardlinks="$SEC_OLD_HARDLINKS"
+}
+
+# sec_tree ROOT: the tree every case runs against, made the same way natively and in views.
+sec_tree() {
+	local r=$1
+	need mkdir -m 0755 "$r"
+	need mkdir -m 0755 "$r/closed" "$r/closed/sub"
+	echo c >"$r/closed/f"
+	need mkdir -m 0777 "$r/open"
+	chmod 0777 "$r/open"
+	need mkdir -m 0755 "$r/open/rootdir"
+	echo r >"$r/open/rootfile"
+	need mkdir "$r/noexec"
+	chmod 0776 "$r/noexec"
+	echo n >"$r/noexec/f"
+	need mkdir "$r/sticky"
+	chmod 1777 "$r/sticky"
+	need as_user "$SFS_ALICE" sh -c "umask 022 && echo a > '$r/sticky/alice_f' && echo mine > '$r/open/alice_f'"
+	echo pub >"$r/root_f"
+	echo secret >"$r/root_secret"
+	chmod 0600 "$r/root_secret"
+	echo w >"$r/root_rw"
+	chmod 0666 "$r/root_rw"
+	echo nog >"$r/alice_nog"
+	need chown "$SFS_ALICE:nogroup" "$r/alice_nog"
+	echo grp >"$r/alice_grp"
+	need chown "$SFS_ALICE:$SFS_GRP" "$r/alice_grp"
+	echo t >"$r/acl_f"
+	need setfacl -m "u:$SFS_BOB:---" "$r/acl_f"
+	need setfattr -n trusted.t -v tv "$r/root_f"
+	need setfattr -n user.u -v uv "$r/root_f"
+}
+
+# The cases: "USER|OP ARGS (@ = the tree's root)|NATIVE OUTCOME[|NOACL OUTCOME, by design]".
+# The native outcome is asserted too, so that a case which denies nothing cannot pass unseen.
+SEC_CASES=(
+	# directories without write or search permission
+	"alice|create @/closed/new|EACCES"
+	"alice|mkdir @/closed/newd|EACCES"
+	"alice|mknod_chr @/open/dev|EPERM"
+	"alice|symlink x @/closed/l|EACCES"
+	"alice|unlink @/closed/f|EACCES"
+	"alice|rmdir @/closed/sub|EACCES"
+	"alice|rename @/closed/f @/open/f2|EACCES"
+	"alice|rename @/open/rootfile @/closed/x|EACCES"
+	"alice|exchange @/open/alice_f @/closed/f|EACCES"
+	"alice|link @/open/alice_f @/closed/l2|EACCES"
+	"alice|create @/noexec/new|EACCES"
+	"alice|read @/noexec/f|EACCES"
+	"alice|unlink @/noexec/f|EACCES"
+	"alice|rename @/open/rootdir @/sticky/moved|EACCES"
+	"alice|rename @/open/rootdir @/closed/moved|EACCES"
+	"alice|rename @/open/rootdir @/open/moved|OK"
+	# sticky directory
+	"bob|unlink @/sticky/alice_f|EPERM"
+	"bob|rename @/sticky/alice_f @/sticky/x|EPERM"
+	"bob|exchange @/sticky/alice_f @/open/rootfile|EPERM"
+	"bob|rename @/open/rootfile @/sticky/alice_f|EPERM"
+	# attributes of another user's file
+	"bob|chmod @/open/alice_f 666|EPERM"
+	"bob|chown @/open/alice_f sfs_bob -1|EPERM"
+	"alice|chown @/open/alice_f sfs_bob -1|EPERM"
+	"alice|chown @/open/alice_f -1 root|EPERM"
+	"alice|chown @/open/alice_f -1 nogroup|EPERM"
+	"bob|chown @/open/alice_f -1 users|EPERM"
+	"bob|utimes @/open/alice_f|EPERM"
+	"bob|touch_now @/open/alice_f|EACCES"
+	"bob|utimes @/root_rw|EPERM"
+	"bob|touch_now @/root_rw|OK"
+	"alice|chown @/open/alice_f -1 sfs_grp|OK sfs_alice:sfs_grp mode=644"
+	# set-group-ID: kept for a member of the file's group, cleared silently otherwise
+	"alice|chmod @/alice_nog 2755|OK mode=755"
+	"alice|chmod @/alice_grp 2755|OK mode=2755"
+	"alice|chmod @/alice_nog 4755|OK mode=4755"
+	# data of files the caller may not write or read
+	"bob|open_w @/root_f|EACCES"
+	"bob|append @/root_f|EACCES"
+	"bob|open_trunc @/root_f|EACCES"
+	"bob|truncate @/root_f 0|EACCES"
+	"bob|read @/root_secret|EACCES"
+	"nobody|read @/root_secret|EACCES"
+	"alice|open_noatime @/root_f|EPERM"
+	"alice|open_noatime @/open/alice_f|OK"
+	# hard links (fs.protected_hardlinks=1): neither owner nor able to read and write
+	"alice|link @/root_secret @/open/l_secret|EPERM"
+	"alice|link @/root_f @/open/l_rootf|EPERM"
+	"alice|link @/root_rw @/open/l_rw|OK"
+	"bob|link @/open/alice_f @/open/l_bob|EPERM"
+	"alice|link @/open/alice_f @/open/l_mine|OK"
+	# xattrs
+	"alice|setxattr @/open/alice_f trusted.x v|EPERM"
+	"alice|getxattr @/root_f trusted.t|ENODATA"
+	"alice|removexattr @/root_f trusted.t|EPERM"
+	"alice|listxattr @/root_f|OK user.u"
+	"root|listxattr @/root_f|OK trusted.t,user.u"
+	"root|getxattr @/root_f trusted.t|OK tv"
+	"alice|setcap @/open/alice_f|EPERM"
+	"alice|setxattr @/open/alice_f security.x v|EPERM"
+	"alice|setxattr @/root_f user.x v|EACCES"
+	"bob|removexattr @/root_f user.u|EACCES"
+	"root|setcap @/open/alice_f|OK"
+	"alice|getxattr @/open/alice_f security.capability|OK 0100000200040000000000000000000000000000"
+	# POSIX ACLs: user:sfs_bob:--- on a 0644 file; noacl views check the mode bits only
+	"bob|read @/acl_f|EACCES|OK t"
+	"alice|read @/acl_f|OK t"
+	"bob|setxattr @/acl_f user.x v|EACCES|EACCES"
+	# (a non-owner's set is refused by the VFS owner check before the view's EOPNOTSUPP)
+	"alice|setacl @/acl_f|EPERM|EPERM"
+	"alice|setacl @/open/alice_f|OK|ENOTSUP"
+	"root|setacl @/open/alice_f|OK|ENOTSUP"
+	"bob|listxattr @/acl_f|OK system.posix_acl_access|OK "
+)
+
+_case_args() { # ROOT "ARGS with @" -> words with @ replaced
+	local root=$1 w out=()
+	for w in $2; do out+=("${w//@/$root}"); done
+	printf '%s\n' "${out[@]}"
+}
+
+# run_cases NAME:ROOT... : every case on each root; the first root is native ext4.
+run_cases() {
+	local spec u args want want_noacl native got var root rootspec
+	local -a argv
+	for spec in "${SEC_CASES[@]}"; do
+		IFS='|' read -r u args want want_noacl <<<"$spec"
+		[[ $spec == *"|"*"|"*"|"* ]] || want_noacl=$want
+		for rootspec in "$@"; do
+			var=${rootspec%%:*}
+			root=${rootspec#*:}
+			mapfile -t argv < <(_case_args "$root" "$args")
+			got=$(probe "$u" "${argv[@]}" 2>&1)
+			if [[ $var == native ]]; then
+				native=$got
+				assert_eq "$want" "$got" "native: $u ${args//@/} (the case denies what it should)"
+			elif [[ $var == noacl && $want_noacl != "$want" ]]; then
+				# by design: a noacl view has ext4 noacl semantics (mode bits, no ACL xattrs)
+				assert_eq "$want_noacl" "$got" "$var: $u ${args//@/} (noacl by design)"
+			else
+				assert_eq "$native" "$got" "$var: $u ${args//@/} as native"
+			fi
+		done
+	done
+}
+
+_tree_listing() { # ROOT: what the cases may have changed: names, modes, owners, sizes, xattrs
+	(cd "$1" && find . -printf '%p %M %U %G %s %n\n' | sort)
+	(cd "$1" && getfattr -R -h -d -m '^(user|trusted|security)\.' . 2>/dev/null | grep -v '^#' | sort)
+}
+
+sec_setup() {
+	noacl_and_acl_views sec
+	native_ref
+	_install_probe
+	_hardlinks_on
+	sec_tree "$REF/t"
+	sec_tree "$B/ta"
+	sec_tree "$B/tb"
+}
+
+test_security_native_equivalence() {
+	sec_setup
+	run_cases "native:$REF/t" "noacl:$A/ta" "acl:$B/tb"
+	local want
+	want=$(_tree_listing "$REF/t")
+	assert_eq "$want" "$(_tree_listing "$B/tb")" "acl view: the tree after every case equals native"
+	assert_eq "$want" "$(_tree_listing "$B/ta")" "noacl view: the tree after every case equals native"
+}
+
+test_security_ro_view() {
+	noacl_and_acl_views secro
+	native_ref
+	_install_probe
+	sec_tree "$REF/t"
+	sec_tree "$B/t"
+	local R=$T_DIR/r RR=$T_DIR/refro u op spec got native
+	view ro "$LOOP" "$R"
+	mkdir -p "$RR"
+	need mount --bind "$REF" "$RR"
+	need mount -o remount,bind,ro "$RR"
+	local cases=(
+		"root|append @/root_rw" "alice|append @/root_rw" "root|open_w @/root_f"
+		"root|open_trunc @/root_f" "root|truncate @/root_f 0" "root|create @/open/new"
+		"alice|create @/open/new" "root|mkdir @/open/d" "root|unlink @/root_f"
+		"root|rmdir @/closed/sub" "root|rename @/root_f @/open/x" "root|link @/root_f @/open/l"
+		"root|symlink x @/open/s" "root|chmod @/root_f 600" "alice|chmod @/open/alice_f 600"
+		"root|chown @/root_f sfs_alice -1" "root|utimes @/root_f" "alice|touch_now @/root_rw"
+		"root|setxattr @/root_f user.x v" "root|removexattr @/root_f user.u"
+		"root|setxattr @/root_f trusted.x v" "root|setcap @/root_f" "root|mknod_chr @/open/c"
+		"alice|open_noatime @/open/alice_f" "alice|read @/open/alice_f"
+	)
+	local -a argv
+	for spec in "${cases[@]}"; do
+		IFS='|' read -r u op <<<"$spec"
+		mapfile -t argv < <(_case_args "$RR/t" "$op")
+		native=$(probe "$u" "${argv[@]}" 2>&1)
+		mapfile -t argv < <(_case_args "$R/t" "$op")
+		got=$(probe "$u" "${argv[@]}" 2>&1)
+		assert_eq "$native" "$got" "ro view: $u ${op//@/} as a native ro mount ($native)"
+	done
+	assert_eq "$(_tree_listing "$REF/t")" "$(_tree_listing "$B/t")" "nothing changed through the ro view"
+}
+
+# ---- subdir= confinement ------------------------------------------------------------------
+
+# A full view F and a subdir=/sub view S of one source; natively, the same tree on REF and a
+# bind mount of REF/sub at RS (what a native subdir mount is).
+sec_subdir_setup() {
+	new_source secsub
+	native_ref
+	_install_probe
+	F=$T_DIR/full
+	S=$T_DIR/s
+	RS=$T_DIR/refsub
+	view "" "$LOOP" "$F"
+	local r
+	for r in "$F" "$REF"; do
+		need mkdir -p "$r/sub/deeper" "$r/secretdir"
+		chmod 0777 "$r/sub"
+		echo in >"$r/sub/inner"
+		echo OUTSIDE-SECRET >"$r/outside"
+		echo OUTSIDE-SECRET >"$r/secretdir/s"
+		ln -s ../secretdir "$r/sub/lnk"
+	done
+	view subdir=/sub "$LOOP" "$S"
+	mkdir -p "$RS"
+	need mount --bind "$REF/sub" "$RS"
+}
+
+test_security_subdir_handles() {
+	sec_subdir_setup
+	local got native
+	# root, the one caller allowed open_by_handle_at (CAP_DAC_READ_SEARCH)
+	native=$(probe root open_handle "$REF/outside" "$RS")
+	got=$(probe root open_handle "$F/outside" "$S")
+	# by design: a bind mount of a subdirectory lets root's handle reach the whole ext4 (the
+	# kernel accepts any dentry of the superblock for a fully privileged caller); a subdir
+	# view's FUSE connection has no export support, so a handle of an inode the view never
+	# looked up is stale there
+	assert_eq "OK OUTSIDE-SECRET" "$native" "native: root's handle escapes a bind-mounted subdir"
+	assert_eq ESTALE "$got" "view: a handle from the full view does not reach outside subdir="
+	got=$(probe root open_handle "$F/secretdir" "$S")
+	assert_eq ESTALE "$got" "view: a directory handle from outside is stale"
+	got=$(probe root open_handle "$REF/outside" "$S")
+	assert_eq ESTALE "$got" "view: a native ext4 handle is stale in the view"
+	got=$(probe root open_handle "$S/inner" "$S")
+	log "view: a handle of the view's own file, opened on the view: $got"
+	assert_contains "ESTALE|OK in" "$got" "view: a handle of its own file opens it or is stale"
+	assert_not_contains "$(probe root open_handle "$S/inner" "$F")" SECRET "no secret via the full view"
+	assert_eq "$(probe sfs_alice open_handle "$RS/inner" "$RS")" "$(probe sfs_alice open_handle "$S/inner" "$S")" \
+		"unprivileged open_by_handle_at refused as natively"
+	assert_eq EPERM "$(probe sfs_alice open_handle "$S/inner" "$S")" "unprivileged: EPERM"
+}
+
+test_security_subdir_links_and_renames() {
+	sec_subdir_setup
+	local c native got
+	local cases=(
+		"link @S/inner @F/x" "rename @S/inner @F/x" "link @F/outside @S/x" "rename @F/outside @S/x"
+		"symlink ../outside @S/l2" "read @S/lnk/s" "read @S/../outside"
+	)
+	local -a n v
+	for c in "${cases[@]}"; do
+		read -ra n <<<"${c//@S/$RS}"
+		n=("${n[@]//@F/$REF}")
+		read -ra v <<<"${c//@S/$S}"
+		v=("${v[@]//@F/$F}")
+		native=$(probe sfs_alice "${n[@]}")
+		got=$(probe sfs_alice "${v[@]}")
+		assert_eq "$native" "$got" "alice ${c//@/} as natively ($native)"
+		assert_not_contains "$got" SECRET "alice ${c//@/}: nothing from outside subdir="
+	done
+	assert_eq "" "$(grep -rs OUTSIDE-SECRET "$S")" "no secret content under the view"
+}
+
+# A directory of the subdir view, with a process inside it, is moved out of the subtree through
+# the full view, back and forth; the process keeps reading "..", its own directory and names
+# beside it. Natively (bind mount) ".." of a directory moved out of the mount's subtree is
+# ENOENT; the view's ".." stays the view root. Neither may show anything of the backing outside
+# sub but the moved directory itself.
+_walker() { # DIR SECONDS: loops inside DIR; prints what it saw
+	"$PY" - "$1" "$2" <<'EOF'
+import os, sys, time
+d, t = sys.argv[1], float(sys.argv[2])
+os.chdir(d)
+seen = set()
+end = time.time() + t
+while time.time() < end:
+    for p in ("..", "../..", ".", "../secretdir", "../outside", "../../secretdir"):
+        try:
+            seen.update(os.listdir(p) if os.path.isdir(p) else [open(p).read().strip()])
+        except OSError as e:
+            seen.add("E:" + os.strerror(e.errno))
+print("\n".join(sorted(seen)))
+EOF
+}
+
+test_security_subdir_dir_moved_out_while_inside() {
+	sec_subdir_setup
+	mkdir "$F/sub/room"
+	echo mine >"$F/sub/room/m"
+	local out i wpid
+	_walker "$S/room" 4 >"$T_DIR/walk.out" &
+	wpid=$!
+	for ((i = 0; i < 150; i++)); do
+		mv "$F/sub/room" "$F/room_out" 2>/dev/null
+		mv "$F/room_out" "$F/sub/room" 2>/dev/null
+	done
+	wait "$wpid"
+	out=$(cat "$T_DIR/walk.out")
+	log "the walker saw: $(tr '\n' ' ' <"$T_DIR/walk.out")"
+	assert_contains "$out" "m" "the walker saw its own directory"
+	assert_not_contains "$out" "OUTSIDE-SECRET" "no content from outside sub"
+	assert_not_contains "$out" "secretdir" "no names from outside sub"
+	assert_not_contains "$out" "$(basename "$T_DIR")" "no names above the mountpoint's parent"
+	assert_ok test -d "$F/sub/room"
+}
+
+# A directory and a symlink to outside the subtree are swapped with RENAME_EXCHANGE through the
+# full view while the subdir view walks into, lists, reads and creates in that directory: the
+# daemon never follows the symlink, so nothing lands in or comes from outside sub.
+test_security_symlink_swapped_for_directory() {
+	sec_subdir_setup
+	mkdir -m 0777 "$F/sub/x"
+	echo payload >"$F/sub/x/file"
+	ln -s ../secretdir "$F/sub/y"
+	local before wpid spid out
+	before=$(ls -A "$F/secretdir" | tr '\n' ' ')
+	"$PY" - "$F/sub/x" "$F/sub/y" 5 <<'EOF' &
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+a, b, t = sys.argv[1].encode(), sys.argv[2].encode(), float(sys.argv[3])
+end = time.time() + t
+while time.time() < end:
+    libc.renameat2(-100, a, -100, b, 2)
+EOF
+	spid=$!
+	as_user "$SFS_ALICE" "$PY" - "$S" 5 >"$T_DIR/swap.out" 2>&1 <<'EOF' &
+import os, sys, time
+s, t = sys.argv[1], float(sys.argv[2])
+seen, n = set(), 0
+end = time.time() + t
+while time.time() < end:
+    n += 1
+    for name in ("x", "y"):
+        p = os.path.join(s, name)
+        try:
+            seen.update(os.listdir(p))
+        except OSError as e:
+            seen.add("E:" + os.strerror(e.errno))
+        for f in ("file", "s"):
+            try:
+                with open(os.path.join(p, f)) as fh:
+                    seen.add(fh.read().strip())
+            except OSError:
+                pass
+        try:
+            fd = os.open(os.path.join(p, "new%d" % n), os.O_CREAT | os.O_WRONLY, 0o644)
+            os.close(fd)
+        except OSError:
+            pass
+        try:
+            fd = os.open(p, os.O_RDONLY | os.O_DIRECTORY)
+            seen.update(os.listdir(fd))
+            os.close(fd)
+        except OSError:
+            pass
+print("\n".join(sorted(seen)))
+EOF
+	wpid=$!
+	wait "$wpid"
+	wait "$spid"
+	out=$(cat "$T_DIR/swap.out")
+	log "the walker saw: $(tr '\n' ' ' <"$T_DIR/swap.out" | cut -c1-300)"
+	assert_contains "$out" payload "the walker reached the real directory"
+	assert_not_contains "$out" OUTSIDE-SECRET "no content from behind the symlink"
+	assert_eq "$before" "$(ls -A "$F/secretdir" | tr '\n' ' ')" "nothing created behind the symlink"
+	assert_eq "" "$(find "$T_DIR" -maxdepth 2 -name 'new*' -not -path "$F/*" -not -path "$S/*" 2>/dev/null)" \
+		"nothing created in the daemon's own namespace"
+	assert_eq "" "$(ls "$T_DIR/secretdir" 2>/dev/null)" "nothing at the symlink's target as the host sees it"
+}
+
+[[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"
