@@ -27,4 +27,8 @@ bool sfs_parse_uint(const char *s, unsigned long long *out);
 int sfs_source_key(const char *source, char *key, size_t keylen, char *path, size_t pathlen,
                    bool *is_file, char *err, size_t errlen);
 
+/* Formats the one-line error for a mountpoint that failed with errno e. A dead view
+ * (ENOTCONN: its daemon is gone) also says how to clear it. */
+void sfs_mountpoint_errf(char *buf, size_t len, const char *mp, int e);
+
 #endif

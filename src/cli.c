@@ -13,6 +13,7 @@
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -165,10 +166,12 @@ static int add_view(const char *key, const char *source, const char *mp, const c
 
 static int check_mountpoint(const char *mp, char *real, char *err, size_t errlen)
 {
+	struct statfs sf;
 	struct stat st;
 
-	if (!realpath(mp, real) || stat(real, &st) < 0) {
-		sfs_errf(err, errlen, mp, "%s", strerror(errno));
+	/* statfs always reaches a FUSE daemon: a dead view's cached attributes do not hide it */
+	if (!realpath(mp, real) || stat(real, &st) < 0 || statfs(real, &sf) < 0) {
+		sfs_mountpoint_errf(err, errlen, mp, errno);
 		return -1;
 	}
 	if (!S_ISDIR(st.st_mode)) {

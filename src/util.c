@@ -88,3 +88,12 @@ int sfs_source_key(const char *source, char *key, size_t keylen, char *path, siz
 	}
 	return 0;
 }
+
+void sfs_mountpoint_errf(char *buf, size_t len, const char *mp, int e)
+{
+	if (e == ENOTCONN)
+		sfs_errf(buf, len, mp, "%s (a view whose daemon is gone; clear it with "
+		         "'strictfs umount %s' or 'umount -l %s')", strerror(e), mp, mp);
+	else
+		sfs_errf(buf, len, mp, "%s", strerror(e));
+}
