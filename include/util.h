@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #define SFS_RUNDIR "/run/strictfs"
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -26,6 +27,14 @@ bool sfs_parse_uint(const char *s, unsigned long long *out);
  * path too. Returns 0 or -errno; on failure err holds the one-line reason. */
 int sfs_source_key(const char *source, char *key, size_t keylen, char *path, size_t pathlen,
                    bool *is_file, char *err, size_t errlen);
+
+/* Calls fn for every running strictfs daemon other than the caller (a process whose command
+ * line is `strictfs __daemon KEY ...`), with its pid and key. Found through /proc, so a
+ * daemon whose control socket is gone is found too. */
+void sfs_each_daemon(void (*fn)(pid_t pid, const char *key, void *arg), void *arg);
+
+/* The pid of a running daemon serving key, other than the caller; 0 if there is none. */
+pid_t sfs_daemon_pid(const char *key);
 
 /* Formats the one-line error for a mountpoint that failed with errno e. A dead view
  * (ENOTCONN: its daemon is gone) also says how to clear it. */

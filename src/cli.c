@@ -309,11 +309,11 @@ static int mount_in(const char *source, const char *mountpoint, const char *opti
 		sfs_errf(err, sizeof(err), lockp, "%s", strerror(errno));
 		goto fail;
 	}
-	conn = sfs_client_connect(key);
+	conn = sfs_client_connect_running(key, source, err, sizeof(err));
 	if (conn >= 0) {
 		close(conn);
-	} else if (sfs_client_start_daemon(key, path, is_file, options, &started, err,
-	                                   sizeof(err))) {
+	} else if (conn != -ESRCH || sfs_client_start_daemon(key, path, is_file, options, &started,
+	                                                     err, sizeof(err))) {
 		goto fail;
 	}
 	if (mount_view(source, mp, &o, &fuse_fd, ns, err, sizeof(err)))

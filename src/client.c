@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -37,6 +38,54 @@ int sfs_client_connect(const char *key)
 	}
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+#define SOCKET_WAIT_MS 5000
+
+static bool in_my_namespace(pid_t pid)
+{
+	struct stat mine, theirs;
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", pid);
+	return stat("/proc/self/ns/mnt", &mine) == 0 && stat(path, &theirs) == 0 &&
+	       mine.st_ino == theirs.st_ino && mine.st_dev == theirs.st_dev;
+}
+
+/* Retries connecting to key while *budget_ms lasts; the fd or -errno. */
+static int connect_within(const char *key, int *budget_ms)
+{
+	int fd = sfs_client_connect(key);
+
+	while (fd < 0 && *budget_ms > 0) {
+		usleep(100 * 1000);
+		*budget_ms -= 100;
+		fd = sfs_client_connect(key);
+	}
+	return fd;
+}
+
+int sfs_client_connect_running(const char *key, const char *source, char *err, size_t errlen)
+{
+	int budget = SOCKET_WAIT_MS, fd = sfs_client_connect(key);
+	pid_t pid;
+
+	if (fd >= 0)
+		return fd;
+	if (!(pid = sfs_daemon_pid(key)))
+		return -ESRCH;
+	if (!in_my_namespace(pid)) {
+		sfs_errf(err, errlen, source, "served by strictfs daemon %d of another mount namespace; "
+		         "add views from there", pid);
+		return -EBUSY;
+	}
+	if ((fd = connect_within(key, &budget)) >= 0)
+		return fd;
+	sfs_errf(err, errlen, source,
+	         "served by strictfs daemon %d, which does not answer on %s/%s.sock (%s); "
+	         "a running daemon makes a missing socket again, so retry, or stop it with 'kill %d'",
+	         pid, SFS_RUNDIR, key, strerror(-fd), pid);
 	return fd;
 }
 
@@ -101,11 +150,31 @@ int sfs_client_start_daemon(const char *key, const char *source, bool is_file,
 	return 0;
 }
 
+/* A daemon of this mount namespace (others have their own /run/strictfs) without a socket. */
+static void wait_for_socket(pid_t pid, const char *key, void *arg)
+{
+	int fd;
+
+	if (!in_my_namespace(pid))
+		return;
+	fd = connect_within(key, arg);
+
+	if (fd >= 0)
+		close(fd);
+	else
+		fprintf(stderr, "strictfs: %s/%s.sock: daemon %d does not answer (%s)\n", SFS_RUNDIR,
+		        key, pid, strerror(-fd));
+}
+
 json_object *sfs_client_status(void)
 {
 	json_object *doc = json_object_new_object(), *daemons = json_object_new_array();
-	DIR *dir = opendir(SFS_RUNDIR);
+	int budget = SOCKET_WAIT_MS;
 	struct dirent *de;
+	DIR *dir;
+
+	sfs_each_daemon(wait_for_socket, &budget);
+	dir = opendir(SFS_RUNDIR);
 
 	json_object_object_add(doc, "version", json_object_new_int(SFS_STATUS_VERSION));
 	while (dir && (de = readdir(dir))) {

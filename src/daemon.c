@@ -112,6 +112,36 @@ static int listen_on(struct sfs_daemon *d, char *err, size_t errlen)
 	return 0;
 }
 
+/* Commands find the daemon by the paths of its socket and lock. If they were removed (or all
+ * of /run/strictfs), they are made again: otherwise the next command would not see this daemon
+ * and would start a second one for the source. */
+static void keep_control_paths(struct sfs_daemon *d)
+{
+	char path[PATH_MAX], err[ERRLEN];
+	struct stat st, held;
+	int old = d->listen_fd, fd;
+
+	sfs_lock_path(d->key, path, sizeof(path));
+	if (stat(path, &st) < 0 || fstat(d->lock_fd, &held) < 0 || st.st_ino != held.st_ino ||
+	    st.st_dev != held.st_dev) {
+		mkdir(SFS_RUNDIR, 0700);
+		if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) >= 0) {
+			close(d->lock_fd);
+			d->lock_fd = fd;
+		}
+	}
+	sfs_socket_path(d->key, path, sizeof(path));
+	if (stat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+		return;
+	mkdir(SFS_RUNDIR, 0700);
+	if (listen_on(d, err, sizeof(err)) < 0) {
+		syslog(LOG_WARNING, "%s: control socket gone and not made again: %s", d->source, err);
+		return;
+	}
+	close(old);
+	syslog(LOG_WARNING, "%s: control socket %s was removed; made again", d->source, path);
+}
+
 /* The view's root: subdir resolved beneath the backing root, never through a symlink. */
 static int open_view_root(struct sfs_daemon *d, const char *subdir, struct sfs_node **out,
                           char *err, size_t errlen)
@@ -826,6 +856,7 @@ static void control_loop(struct sfs_daemon *d)
 		} else {
 			if (pf[0].revents & POLLIN)
 				accept_one(d);
+			keep_control_paths(d);
 			done = may_exit(d);
 		}
 		d->closing = done;
@@ -850,6 +881,7 @@ static int setup(struct sfs_daemon *d, const char *optstr, char *err, size_t err
 	char lock[PATH_MAX];
 	struct stat st;
 	pthread_t sig;
+	pid_t other;
 	int fd, rc;
 
 	sfs_lock_path(d->key, lock, sizeof(lock));
@@ -860,6 +892,11 @@ static int setup(struct sfs_daemon *d, const char *optstr, char *err, size_t err
 	}
 	if (sfs_opts_parse(optstr, &d->in_force, err, errlen))
 		return -1;
+	if ((other = sfs_daemon_pid(d->key))) {
+		/* its socket may be gone, but a second daemon would mount the backing again */
+		sfs_errf(err, errlen, d->source, "already served by strictfs daemon %d", other);
+		return -1;
+	}
 	if (sfs_backing_open(&d->backing, d->source, d->source_is_file, &d->in_force, err, errlen))
 		return -1;
 	syslog(LOG_INFO, "%s: backing %s mounted (%s, %s)", d->source, d->backing.device,

@@ -1,13 +1,16 @@
 /* Small helpers shared by the CLI and the daemon. */
 #include "util.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 void sfs_errf(char *buf, size_t len, const char *object, const char *fmt, ...)
 {
@@ -87,6 +90,68 @@ int sfs_source_key(const char *source, char *key, size_t keylen, char *path, siz
 		return -ENAMETOOLONG;
 	}
 	return 0;
+}
+
+/* argv[1] and argv[2] of /proc/PID/cmdline if argv[1] is "__daemon", else false. */
+static bool daemon_key_of(const char *pid, char *key, size_t len)
+{
+	char path[300], buf[512], *arg1, *arg2;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%s/cmdline", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	arg1 = memchr(buf, '\0', n);
+	if (!arg1 || ++arg1 >= buf + n || strcmp(arg1, "__daemon"))
+		return false;
+	arg2 = arg1 + strlen(arg1) + 1;
+	if (arg2 >= buf + n || strcmp(basename(buf), "strictfs"))
+		return false;
+	return sfs_strlcpy(key, arg2, len);
+}
+
+void sfs_each_daemon(void (*fn)(pid_t pid, const char *key, void *arg), void *arg)
+{
+	DIR *proc = opendir("/proc");
+	struct dirent *de;
+	char key[128];
+
+	while (proc && (de = readdir(proc))) {
+		if (de->d_name[0] < '1' || de->d_name[0] > '9' || atoi(de->d_name) == getpid())
+			continue;
+		if (daemon_key_of(de->d_name, key, sizeof(key)))
+			fn(atoi(de->d_name), key, arg);
+	}
+	if (proc)
+		closedir(proc);
+}
+
+struct pid_of_key {
+	const char *key;
+	pid_t pid;
+};
+
+static void match_key(pid_t pid, const char *key, void *arg)
+{
+	struct pid_of_key *m = arg;
+
+	if (!m->pid && !strcmp(key, m->key))
+		m->pid = pid;
+}
+
+pid_t sfs_daemon_pid(const char *key)
+{
+	struct pid_of_key m = {key, 0};
+
+	sfs_each_daemon(match_key, &m);
+	return m.pid;
 }
 
 void sfs_mountpoint_errf(char *buf, size_t len, const char *mp, int e)
