@@ -948,6 +948,15 @@ static void teardown(struct sfs_daemon *d)
 		unlink(path);
 		close(d->listen_fd);
 	}
+	if (d->nviews) {
+		/* views unmounted lazily while files in them are open keep serving until this
+		 * process ends; their threads use the tables, so nothing is freed under them. The
+		 * exit ends their connections (callers get ECONNABORTED) and releases the backing. */
+		sfs_quota_flush(&d->quota);
+		syslog(LOG_WARNING, "%s: %zu view(s) still in use after unmounting; their open "
+		       "files fail as the daemon exits", d->source, d->nviews);
+		return;
+	}
 	sfs_quota_stop(&d->quota);
 	sfs_coh_stop(d);
 	sfs_names_destroy(d);
