@@ -1,0 +1,348 @@
+#!/bin/bash
+# Faults survived (issue 7 part 3): the daemon killed or stopped under a write load, the backing
+# full, a view unmounted under load, the control socket or /run/strictfs gone, a dead view's
+# mountpoint. Nothing may hang (every wait is bounded), nothing fsynced may be lost, the backing
+# must pass e2fsck -fn, and each refusal is one line that says what happened.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# source_key SOURCE: the daemon's key (docs/design.md): b-MAJ-MIN or f-DEV-INO.
+source_key() {
+	local ma mi
+	if [[ -b $1 ]]; then
+		read -r ma mi < <(stat -L -c '%t %T' "$1")
+		echo "b-$((16#$ma))-$((16#$mi))"
+	else
+		stat -L -c 'f-%d-%i' "$1"
+	fi
+}
+
+daemon_procs() { # KEY: pids of strictfs daemons serving KEY
+	local p
+	for p in $(_strictfs_procs); do
+		[[ $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) == "strictfs __daemon $1 "* ]] && echo "$p"
+	done
+}
+
+# reaper_mount OUT ARGS...: `strictfs mount ARGS` run by a child subreaper, which adopts the
+# daemon the command starts and writes "mount RC" then "exit STATUS" (the daemon's) into OUT.
+reaper_mount() {
+	local out=$1
+	shift
+	mkdir -p "${!#}"
+	"$PY" - "$out" "$STRICTFS" mount "$@" <<'EOF' &
+import ctypes, os, subprocess, sys
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+out = sys.argv[1]
+rc = subprocess.call(sys.argv[2:])
+with open(out, "a") as f:
+    f.write("mount %d\n" % rc)
+while True:
+    try:
+        pid, st = os.wait()
+    except ChildProcessError:
+        break
+    with open(out, "a") as f:
+        f.write("exit %d\n" % os.waitstatus_to_exitcode(st))
+EOF
+	wait_until 10 grep -q '^mount ' "$out" || die "strictfs mount $* did not finish"
+	grep -qx 'mount 0' "$out" || die "strictfs mount $* failed"
+	view_pid "${!#}" >/dev/null
+}
+
+# durable_writer FILE ACKED SECONDS: appends numbered lines to FILE, fsyncing each, and after
+# each fsync appends the number to ACKED (outside the view); prints the errno that ended it.
+durable_writer() {
+	"$PY" - "$1" "$2" "$3" <<'EOF'
+import errno, os, sys, time
+path, acked, t = sys.argv[1], sys.argv[2], float(sys.argv[3])
+end = time.time() + t
+i = 0
+try:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    with open(acked, "a", buffering=1) as ack:
+        while time.time() < end:
+            os.write(fd, b"%d\n" % i)
+            os.fsync(fd)
+            ack.write("%d\n" % i)
+            i += 1
+    print("END")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, str(e.errno)))
+EOF
+}
+
+# bulk_writer DIR SECONDS: unsynced 1 MiB writes, round and round 16 MiB of one open file in
+# DIR, for load; prints the errno that ended it.
+bulk_writer() {
+	"$PY" - "$1" "$2" <<'EOF'
+import errno, os, sys, time
+d, t = sys.argv[1], float(sys.argv[2])
+end, n, buf = time.time() + t, 0, b"z" * (1 << 20)
+try:
+    fd = os.open(os.path.join(d, "bulk"), os.O_WRONLY | os.O_CREAT, 0o644)
+    while time.time() < end:
+        os.pwrite(fd, buf, (n % 16) << 20)
+        n += 1
+    print("END")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, str(e.errno)))
+EOF
+}
+
+# every fsynced line is in FILE, in order
+acked_lines_present() { # FILE ACKED
+	local n
+	n=$(wc -l <"$2")
+	[[ $n -gt 0 ]] || return 1
+	[[ $(head -n "$n" "$1" | md5sum) == $(seq 0 $((n - 1)) | md5sum) ]]
+}
+
+fsck_clean() { # DEVICE-OR-IMAGE
+	e2fsck -fn "$1" >"$T_DIR/fsck.out" 2>&1 || {
+		log "e2fsck: $(_short "$T_DIR/fsck.out")"
+		return 1
+	}
+}
+
+DEAD_HINT="strictfs umount"
+
+# ---- the daemon killed --------------------------------------------------------------------
+
+test_faults_sigkill_under_write_load() {
+	new_source kill
+	local V=$T_DIR/v W=$T_DIR/w pid dw bw n
+	view "" "$LOOP" "$V"
+	view noacl "$LOOP" "$W"
+	pid=$(view_pid "$V")
+	durable_writer "$V/log" "$T_DIR/acked" 30 >"$T_DIR/dw.out" &
+	dw=$!
+	bulk_writer "$W" 30 >"$T_DIR/bw.out" &
+	bw=$!
+	wait_until 10 test -s "$T_DIR/acked" || die "the writer did not start"
+	sleep 1
+	assert_ok kill -KILL "$pid"
+	assert_ok wait_daemon_gone "$pid" 5
+	# fail fast: the writers end with ENOTCONN, nothing hangs
+	assert_ok wait_until 10 pid_gone "$dw"
+	assert_ok wait_until 10 pid_gone "$bw"
+	wait "$dw" "$bw" 2>/dev/null
+	# a request in flight when the connection dies gets ECONNABORTED, later ones ENOTCONN
+	assert_contains "ENOTCONN ECONNABORTED" "$(cat "$T_DIR/dw.out")" "the fsyncing writer failed fast"
+	assert_contains "ENOTCONN ECONNABORTED" "$(cat "$T_DIR/bw.out")" "the bulk writer failed fast"
+	assert_fails_with "Transport endpoint is not connected" timeout 5 ls "$V"
+	assert_fails_with "Transport endpoint is not connected" timeout 5 stat -f "$W"
+	assert_ok timeout 10 "$STRICTFS" status
+	assert_eq "" "$(daemon_procs "$(source_key "$LOOP")")" "no daemon left"
+	# the dead views: a new mount over one is refused with what to do; strictfs umount clears
+	assert_refused "$DEAD_HINT" timeout 10 "$STRICTFS" mount "$LOOP" "$V"
+	assert_contains "$(cat "$T_DIR/.err")" "strictfs: $V: " "the refusal names the mountpoint"
+	assert_contains "$(cat "$T_DIR/.err")" "umount -l" "and umount -l"
+	assert_eq 1 "$(grep -c " $V fuse.strictfs " /proc/self/mounts)" "nothing stacked on the dead view"
+	assert_ok timeout 10 "$STRICTFS" umount "$V"
+	assert_ok not_mounted "$V"
+	assert_ok timeout 10 umount -l "$W"
+	assert_ok not_mounted "$W"
+	# the backing was released by the kernel with the process: clean, and the data is there
+	assert_ok device_free "$LOOP"
+	assert_ok fsck_clean "$LOOP"
+	view "" "$LOOP" "$V"
+	n=$(wc -l <"$T_DIR/acked")
+	assert_gt "$n" 0 "lines were fsynced before the kill"
+	assert_ok acked_lines_present "$V/log" "$T_DIR/acked"
+	assert_ok sh -c "echo again >> '$V/log'"
+}
+
+test_faults_dead_view_mount_and_umount() {
+	mkimg dead
+	IMG=$REPLY
+	local V=$T_DIR/v pid
+	view "" "$IMG" "$V"
+	pid=$(view_pid "$V")
+	echo before >"$V/f"
+	assert_ok kill -KILL "$pid"
+	assert_ok wait_daemon_gone "$pid" 5
+	assert_fails_with "Transport endpoint is not connected" timeout 5 cat "$V/f"
+	# right away (attributes still cached) and once the cache has expired
+	assert_refused_re "^strictfs: $V: .*(umount -l|strictfs umount)" timeout 10 "$STRICTFS" mount "$IMG" "$V"
+	sleep 6
+	assert_refused_re "^strictfs: $V: .*(umount -l|strictfs umount)" timeout 10 "$STRICTFS" mount "$IMG" "$V"
+	assert_eq 1 "$(grep -c " $V fuse.strictfs " /proc/self/mounts)" "one (dead) view at the mountpoint"
+	assert_ok wait_until 5 no_loop_for "$IMG"
+	assert_ok timeout 10 "$STRICTFS" umount "$V"
+	assert_ok not_mounted "$V"
+	assert_fails_with "not a strictfs view" timeout 10 "$STRICTFS" umount "$V"
+	view "" "$IMG" "$V"
+	assert_eq before "$(cat "$V/f" 2>&1)" "a new view over the same image has the data"
+}
+
+# ---- the daemon stopped -------------------------------------------------------------------
+
+test_faults_sigterm_under_write_load() {
+	new_source term
+	local V=$T_DIR/v W=$T_DIR/w pid dw bw
+	reaper_mount "$T_DIR/reaper" "$LOOP" "$V"
+	view noacl "$LOOP" "$W"
+	pid=$(view_pid "$V")
+	durable_writer "$V/log" "$T_DIR/acked" 30 >"$T_DIR/dw.out" &
+	dw=$!
+	bulk_writer "$W" 30 >"$T_DIR/bw.out" &
+	bw=$!
+	wait_until 10 test -s "$T_DIR/acked" || die "the writer did not start"
+	sleep 1
+	assert_ok kill -TERM "$pid"
+	assert_ok wait_daemon_gone "$pid" 15
+	assert_ok wait_until 10 pid_gone "$dw"
+	assert_ok wait_until 10 pid_gone "$bw"
+	wait "$dw" "$bw" 2>/dev/null
+	log "writers ended with: $(cat "$T_DIR/dw.out") $(cat "$T_DIR/bw.out")"
+	assert_ok wait_until 5 grep -q '^exit ' "$T_DIR/reaper"
+	assert_eq "exit 0" "$(grep '^exit ' "$T_DIR/reaper")" "the daemon exited 0"
+	assert_ok wait_until 5 not_mounted "$V"
+	assert_ok wait_until 5 not_mounted "$W"
+	assert_ok device_free "$LOOP"
+	assert_ok fsck_clean "$LOOP"
+	view "" "$LOOP" "$V"
+	assert_gt "$(wc -l <"$T_DIR/acked")" 0 "lines were fsynced before SIGTERM"
+	assert_ok acked_lines_present "$V/log" "$T_DIR/acked"
+}
+
+# ---- the backing full ---------------------------------------------------------------------
+
+test_faults_backing_full() {
+	IMG=$T_DIR/small.img
+	truncate -s 24M "$IMG" && mkfs.ext4 -q -F -b 4096 -N 128 "$IMG" >/dev/null || die "mkfs small image"
+	attach_loop "$IMG"
+	LOOP=$REPLY
+	local V=$T_DIR/v A=$T_DIR/a i out
+	view "" "$LOOP" "$V"
+	view noacl "$LOOP" "$A"
+	mkdir -m 1777 "$V/pub"
+	echo keep >"$V/keep"
+	sync "$V/keep"
+	# blocks: an unprivileged writer stops at the reserved blocks, root at the end
+	assert_fails_with "No space left on device" as_user "$SFS_ALICE" dd if=/dev/zero of="$A/pub/fill" bs=1M count=64 conv=fsync
+	assert_fails_with "No space left on device" dd if=/dev/zero of="$V/rootfill" bs=1M count=64 conv=fsync
+	assert_fails_with "No space left on device" dd if=/dev/zero of="$V/pub/more" bs=1M count=1 conv=fsync
+	assert_eq keep "$(cat "$A/keep")" "existing data intact"
+	assert_ok ls "$V" "$A/pub"
+	# inodes
+	out=$(for ((i = 0; i < 200; i++)); do touch "$V/pub/i$i" 2>&1 || break; done)
+	assert_contains "$out" "No space left on device" "running out of inodes: ENOSPC"
+	assert_fails_with "No space left on device" mkdir "$A/pub/d"
+	# space comes back after deleting, through either view
+	assert_ok rm -f "$V/rootfill" "$A/pub/fill"
+	assert_ok rm -f "$V"/pub/i*
+	assert_ok dd if=/dev/zero of="$A/pub/again" bs=1M count=4 conv=fsync status=none
+	assert_eq 4194304 "$(stat -c %s "$V/pub/again")" "writes work again"
+	assert_ok sfs_umount "$V"
+	assert_ok sfs_umount "$A"
+	assert_ok wait_until 5 device_free "$LOOP"
+	assert_ok fsck_clean "$LOOP"
+}
+
+# ---- a view unmounted under load ----------------------------------------------------------
+
+test_faults_view_unmounted_under_load() {
+	new_source vul
+	local V=$T_DIR/v W=$T_DIR/w pid dw
+	view "" "$LOOP" "$V"
+	view "" "$LOOP" "$W"
+	pid=$(view_pid "$V")
+	durable_writer "$V/log" "$T_DIR/acked" 4 >"$T_DIR/dw.out" &
+	dw=$!
+	wait_until 10 test -s "$T_DIR/acked" || die "the writer did not start"
+	assert_exit 1 timeout 10 "$STRICTFS" umount "$V"
+	assert_eq "strictfs: $V: Device or resource busy" "$(cat "$T_DIR/.err")" "one line: the view is busy"
+	assert_ok timeout 10 umount -l "$V"
+	assert_ok not_mounted "$V"
+	# the detached view keeps serving its open file until it is closed, then it is dropped
+	assert_ok wait_until 15 pid_gone "$dw"
+	wait "$dw"
+	assert_eq END "$(cat "$T_DIR/dw.out")" "the writer finished its run on the detached view"
+	assert_ok wait_until 10 status_lacks_view "$V"
+	assert_eq "$W" "$(daemon_views "$pid")" "the daemon serves the other view"
+	assert_ok acked_lines_present "$W/log" "$T_DIR/acked"
+	assert_ok sh -c "echo more >> '$W/log'"
+	assert_ok sfs_umount "$W"
+	assert_ok wait_daemon_gone "$pid"
+	assert_ok fsck_clean "$LOOP"
+}
+
+# ---- the control socket and /run/strictfs -------------------------------------------------
+
+_socket_deleted() { # SOURCE
+	local src=$1 key V=$T_DIR/v W=$T_DIR/w X=$T_DIR/x pid
+	key=$(source_key "$src")
+	view "" "$src" "$V"
+	pid=$(view_pid "$V")
+	assert_ok test -S "$SFS_RUNDIR/$key.sock"
+	rm -f "$SFS_RUNDIR/$key.sock"
+	# status waits for the daemon to re-create its socket rather than miss it
+	assert_ok timeout 10 "$STRICTFS" status "$V"
+	assert_contains "$(cat "$T_DIR/.out")" "$V" "status still shows the view"
+	rm -f "$SFS_RUNDIR/$key.sock"
+	mkdir -p "$W"
+	assert_ok timeout 20 "$STRICTFS" mount "$src" "$W"
+	assert_eq "$pid" "$(daemon_procs "$key" | tr '\n' ' ' | sed 's/ $//')" "still exactly one daemon"
+	assert_eq "$pid" "$(view_pid "$W")" "the new view joined the running daemon"
+	assert_ok wait_until 5 test -S "$SFS_RUNDIR/$key.sock"
+	# a daemon that cannot answer (stopped) is named, not doubled
+	kill -STOP "$pid"
+	rm -f "$SFS_RUNDIR/$key.sock"
+	mkdir -p "$X"
+	assert_refused_re "^strictfs: .*daemon $pid" timeout 20 "$STRICTFS" mount "$src" "$X"
+	kill -CONT "$pid"
+	assert_eq "$pid" "$(daemon_procs "$key" | tr '\n' ' ' | sed 's/ $//')" "no second daemon was started"
+	assert_ok wait_until 5 test -S "$SFS_RUNDIR/$key.sock"
+	assert_ok sh -c "echo ok > '$W/f' && test \"\$(cat '$V/f')\" = ok"
+	assert_ok sfs_umount "$V"
+	assert_ok sfs_umount "$W"
+	assert_ok wait_daemon_gone "$pid"
+	assert_ok fsck_clean "$src"
+}
+
+SFS_RUNDIR=/run/strictfs
+
+test_faults_control_socket_deleted_device() {
+	new_source sock
+	_socket_deleted "$LOOP"
+}
+
+test_faults_control_socket_deleted_image() {
+	mkimg sockimg
+	IMG=$REPLY
+	_socket_deleted "$IMG"
+	assert_ok wait_until 5 no_loop_for "$IMG"
+}
+
+# /run/strictfs is replaced by an empty tmpfs in a private mount namespace, so that the daemons
+# of other sources on this machine are not touched.
+test_faults_rundir_missing() { with_mount_helper _rundir_body; }
+_rundir_body() {
+	local V=$T_DIR/v W=$T_DIR/w pid key
+	mount -t tmpfs -o mode=0755 sfs-run /run || die "tmpfs over /run"
+	assert_ok test ! -e "$SFS_RUNDIR"
+	new_source rundir
+	key=$(source_key "$LOOP")
+	view "" "$LOOP" "$V"
+	assert_eq 700 "$(stat -c %a "$SFS_RUNDIR")" "the command created /run/strictfs 0700"
+	pid=$(view_pid "$V")
+	rm -rf "$SFS_RUNDIR"
+	assert_ok timeout 10 "$STRICTFS" status "$V"
+	assert_contains "$(cat "$T_DIR/.out")" "$V" "status finds the daemon again"
+	rm -rf "$SFS_RUNDIR"
+	mkdir -p "$W"
+	assert_ok timeout 20 "$STRICTFS" mount "$LOOP" "$W"
+	assert_eq "$pid" "$(daemon_procs "$key" | tr '\n' ' ' | sed 's/ $//')" "one daemon"
+	assert_ok wait_until 5 test -S "$SFS_RUNDIR/$key.sock"
+	assert_ok wait_until 5 test -e "$SFS_RUNDIR/$key.lock"
+	assert_eq 700 "$(stat -c %a "$SFS_RUNDIR")" "/run/strictfs re-created 0700"
+	assert_eq 600 "$(stat -c %a "$SFS_RUNDIR/$key.sock")" "the socket re-created 0600"
+	assert_ok sfs_umount "$V"
+	assert_ok sfs_umount "$W"
+	assert_ok wait_daemon_gone "$pid"
+	assert_ok device_free "$LOOP"
+	umount /run || fail "undoing the tmpfs over /run"
+}
+
+[[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"
