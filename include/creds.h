@@ -22,7 +22,8 @@ enum {
 void sfs_priv_begin(unsigned what);
 void sfs_priv_end(void);
 
-/* Whether the process pid has CAP_SYS_ADMIN in its effective set (for listing trusted.*). */
+/* Whether the process pid has CAP_SYS_ADMIN in its effective set, in the daemon's own user
+ * namespace (for listing trusted.*, as ext4 lists them only to capable(CAP_SYS_ADMIN)). */
 bool sfs_pid_has_sys_admin(pid_t pid);
 
 #endif

@@ -168,13 +168,25 @@ void sfs_priv_end(void)
 	tc.saved_ok = false;
 }
 
+/* Whether pid lives in the daemon's user namespace: capabilities held in another (an
+ * unprivileged `unshare -U` has them all) are no privilege over the backing. */
+static bool in_my_user_namespace(pid_t pid)
+{
+	struct stat mine, theirs;
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", pid);
+	return stat("/proc/self/ns/user", &mine) == 0 && stat(path, &theirs) == 0 &&
+	       mine.st_ino == theirs.st_ino && mine.st_dev == theirs.st_dev;
+}
+
 bool sfs_pid_has_sys_admin(pid_t pid)
 {
 	char path[64], line[256];
 	bool yes = false;
 	FILE *f;
 
-	if (pid <= 0)
+	if (pid <= 0 || !in_my_user_namespace(pid))
 		return false;
 	snprintf(path, sizeof(path), "/proc/%d/status", pid);
 	f = fopen(path, "re");
