@@ -878,6 +878,29 @@ out:
 		free((void *)(uintptr_t)fi->fh), close(fd);
 }
 
+/* A name that appeared between the kernel's lookup and its create: the kernel has checked no
+ * permission on what is there now, so it is opened strictly as the caller (never with the
+ * noacl view's retry), and only if it is a regular file: opening a FIFO would block the worker
+ * for good, a device would bypass the view's nodev. Returns the descriptor or -errno. */
+static int open_raced(int dirfd, const char *name, int flags)
+{
+	int pfd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC), fd;
+	char path[40];
+	struct stat st;
+
+	if (pfd < 0)
+		return -errno;
+	if ((fd = stat_fd(pfd, &st)) == 0 && !S_ISREG(st.st_mode))
+		fd = S_ISDIR(st.st_mode) ? -EISDIR : -EEXIST;
+	if (fd == 0) {
+		proc_path(path, pfd);
+		fd = open(path, flags & ~O_NOFOLLOW);
+		fd = fd < 0 ? -errno : fd;
+	}
+	close(pfd);
+	return fd;
+}
+
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
                       struct fuse_file_info *fi)
 {
@@ -906,7 +929,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	if (fd == -EEXIST && !(fi->flags & O_EXCL)) {
 		/* made since the kernel's lookup, by another view: open it as open(2) would */
 		made = false;
-		fd = BACKING(&r, openat(p.fd, name, flags));
+		fd = open_raced(p.fd, name, flags);
 	}
 	if ((rc = fd < 0 ? fd : 0))
 		goto out;
