@@ -12,6 +12,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "creds.h"
 #include "policy.h"
 #include "view.h"
 
@@ -74,9 +75,16 @@ static int acl_created(const struct sfs_req *r, int dirfd, const char *name, mod
 		rc = -errno;
 	if (!rc && S_ISDIR(st.st_mode) && removexattr(path, ACL_DEFAULT) < 0 && errno != ENODATA)
 		rc = -errno;
-	mode = (mode & ~r->ctx->umask & 07777) | (S_ISDIR(st.st_mode) ? st.st_mode & S_ISGID : 0);
-	if (!rc && chmod(path, mode) < 0)
-		rc = -errno;
+	/* the set-id and sticky bits as the backing's create decided them (a subdirectory of a
+	 * setgid directory keeps S_ISGID, a non-member's file loses it); a chmod by a non-member
+	 * would drop that S_ISGID, hence CAP_FSETID for this one call, which adds no bit */
+	mode = (mode & ~r->ctx->umask & 0777) | (st.st_mode & (S_ISUID | S_ISGID | S_ISVTX));
+	if (!rc) {
+		sfs_priv_begin(SFS_PRIV_FOWNER);
+		if (chmod(path, mode) < 0)
+			rc = -errno;
+		sfs_priv_end();
+	}
 out:
 	close(fd);
 	return rc;
