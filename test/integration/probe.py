@@ -78,6 +78,12 @@ def read_some(fd):
 def run(op, a):
     if op == "create":
         os.close(os.open(a[0], os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    elif op == "create_mode":  # then the mode it got
+        os.close(os.open(a[0], os.O_CREAT | os.O_EXCL | os.O_WRONLY, int(a[1], 8)))
+        return "OK " + owner(a[0])
+    elif op == "mkdir_mode":
+        os.mkdir(a[0], int(a[1], 8))
+        return "OK " + owner(a[0])
     elif op == "mkdir":
         os.mkdir(a[0])
     elif op == "mknod_chr":

@@ -19,7 +19,9 @@ probe() {
 	local u=$1
 	shift
 	case $u in alice) u=$SFS_ALICE ;; bob) u=$SFS_BOB ;; esac
-	if [[ $u == root ]]; then
+	if [[ $u == alice_userns ]]; then # all capabilities, in a user namespace of its own
+		as_user "$SFS_ALICE" unshare -Ur "$PY" "$PROBE" "$@"
+	elif [[ $u == root ]]; then
 		(cd / && "$PY" "$PROBE" "$@")
 	else
 		as_user "$u" "$PY" "$PROBE" "$@"
@@ -64,6 +66,10 @@ sec_tree() {
 	need chown "$SFS_ALICE:$SFS_GRP" "$r/alice_grp"
 	echo t >"$r/acl_f"
 	need setfacl -m "u:$SFS_BOB:---" "$r/acl_f"
+	need mkdir "$r/sgdef"
+	need chgrp nogroup "$r/sgdef"
+	chmod 2777 "$r/sgdef"
+	need setfacl -d -m "u:$SFS_ALICE:rwx" "$r/sgdef"
 	need setfattr -n trusted.t -v tv "$r/root_f"
 	need setfattr -n user.u -v uv "$r/root_f"
 }
@@ -109,6 +115,11 @@ SEC_CASES=(
 	"alice|chmod @/alice_nog 2755|OK mode=755"
 	"alice|chmod @/alice_grp 2755|OK mode=2755"
 	"alice|chmod @/alice_nog 4755|OK mode=4755"
+	# in a setgid directory of a group the caller is not in, under a default ACL (which a
+	# noacl view does not apply: mode & ~umask, as ext4 mounted noacl)
+	"bob|create_mode @/sgdef/f 2755|OK sfs_bob:nogroup mode=755|OK sfs_bob:nogroup mode=755"
+	"bob|mkdir_mode @/sgdef/d 0777|OK sfs_bob:nogroup mode=2777|OK sfs_bob:nogroup mode=2755"
+	"alice|create_mode @/sgdef/g 6777|OK sfs_alice:nogroup mode=4777|OK sfs_alice:nogroup mode=4755"
 	# data of files the caller may not write or read
 	"bob|open_w @/root_f|EACCES"
 	"bob|append @/root_f|EACCES"
@@ -131,6 +142,11 @@ SEC_CASES=(
 	"alice|listxattr @/root_f|OK user.u"
 	"root|listxattr @/root_f|OK trusted.t,user.u"
 	"root|getxattr @/root_f trusted.t|OK tv"
+	"alice_userns|listxattr @/root_f|OK user.u"
+	"alice_userns|getxattr @/root_f trusted.t|ENODATA"
+	"alice_userns|setxattr @/open/alice_f trusted.x v|EPERM"
+	"alice_userns|setxattr @/open/alice_f security.x v|EPERM"
+	"alice_userns|setcap @/open/alice_f|EPERM"
 	"alice|setcap @/open/alice_f|EPERM"
 	"alice|setxattr @/open/alice_f security.x v|EPERM"
 	"alice|setxattr @/root_f user.x v|EACCES"
@@ -200,7 +216,9 @@ test_security_native_equivalence() {
 	local want
 	want=$(_tree_listing "$REF/t")
 	assert_eq "$want" "$(_tree_listing "$B/tb")" "acl view: the tree after every case equals native"
-	assert_eq "$want" "$(_tree_listing "$B/ta")" "noacl view: the tree after every case equals native"
+	# by design the noacl view's new entries under sgdef have no default ACL's modes
+	assert_eq "$(grep -v '^\./sgdef/' <<<"$want")" "$(_tree_listing "$B/ta" | grep -v '^\./sgdef/')" \
+		"noacl view: the tree after every case equals native (but what the default ACL made)"
 }
 
 test_security_ro_view() {
@@ -307,6 +325,17 @@ test_security_subdir_links_and_renames() {
 		assert_not_contains "$got" SECRET "alice ${c//@/}: nothing from outside subdir="
 	done
 	assert_eq "" "$(grep -rs OUTSIDE-SECRET "$S")" "no secret content under the view"
+	# root acting on a symlink to outside: the daemon reaches it through its own descriptor
+	# (a magic link), which lands on the symlink and never follows it on
+	cases=("link @S/lnk @S/lnk2" "stat @S/lnk2" "setxattr @S/lnk trusted.s v" "listxattr @S/lnk"
+		"chown @S/lnk sfs_bob -1" "stat @S/lnk")
+	for c in "${cases[@]}"; do
+		read -ra n <<<"${c//@S/$RS}"
+		read -ra v <<<"${c//@S/$S}"
+		assert_eq "$(probe root "${n[@]}")" "$(probe root "${v[@]}")" "root ${c//@/} as natively"
+	done
+	assert_eq "OK " "$(probe root listxattr "$F/secretdir")" "the symlink's target got no xattr"
+	assert_eq "OK root:root mode=755" "$(probe root stat "$F/secretdir")" "nor a new owner"
 }
 
 # A directory of the subdir view, with a process inside it, is moved out of the subtree through
@@ -414,6 +443,82 @@ EOF
 	assert_eq "" "$(find "$T_DIR" -maxdepth 2 -name 'new*' -not -path "$F/*" -not -path "$S/*" 2>/dev/null)" \
 		"nothing created in the daemon's own namespace"
 	assert_eq "" "$(ls "$T_DIR/secretdir" 2>/dev/null)" "nothing at the symlink's target as the host sees it"
+}
+
+# ---- a name made between the kernel's lookup and its create --------------------------------
+
+# open(O_CREAT) without O_EXCL in one view races the creation of that name through the other:
+# root's 0600 file, or a FIFO the attacker makes itself. The kernel then checked no permission
+# on what the daemon finds: it must not be opened with the noacl view's retry (root's file), nor
+# at all if it is not a regular file (a FIFO opened for reading blocks a worker for good, and
+# the view's other requests with it).
+_race_creator() { # DIR SECONDS file|fifo: makes and removes x (a 0600 file) or y (a FIFO)
+	"$PY" - "$1" "$2" "$3" <<'EOF'
+import os, sys, time
+d, t, kind = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+end = time.time() + t
+p = os.path.join(d, "x" if kind == "file" else "y")
+while time.time() < end:
+    try:
+        if kind == "fifo":
+            os.mkfifo(p, 0o666)
+        else:
+            fd = os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+            os.write(fd, b"SECRET")
+            os.close(fd)
+    except OSError:
+        pass
+    try:
+        os.unlink(p)
+    except OSError:
+        pass
+EOF
+}
+
+_race_opener() { # DIR SECONDS: open(O_CREAT|O_RDONLY) of x and y, reading what it gets
+	"$PY" - "$1" "$2" <<'EOF'
+import os, sys, time
+d, t = sys.argv[1], float(sys.argv[2])
+end, seen = time.time() + t, set()
+while time.time() < end:
+    for name in ("x", "y"):
+        try:
+            fd = os.open(os.path.join(d, name), os.O_CREAT | os.O_RDONLY | os.O_NONBLOCK, 0o644)
+            seen.add("read:" + os.read(fd, 16).decode(errors="replace"))
+            os.close(fd)
+        except OSError as e:
+            seen.add(os.strerror(e.errno))
+print(" ".join(sorted(seen)))
+EOF
+}
+
+test_security_create_races_another_view() {
+	noacl_and_acl_views race
+	mkdir -m 0777 "$B/pub"
+	chmod 0777 "$B/pub"
+	local V p pids=() i
+	_race_creator "$B/pub" 5 file &
+	pids+=($!)
+	for V in "$A" "$B"; do
+		as_user "$SFS_ALICE" bash -c "$(declare -f _race_creator); PY=$PY; _race_creator '$V/pub' 5 fifo" &
+		pids+=($!)
+	done
+	for V in "$A" "$B" "$A"; do
+		as_user "$SFS_ALICE" bash -c "$(declare -f _race_opener); PY=$PY; _race_opener '$V/pub' 5" \
+			>>"$T_DIR/race.out" &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do
+		assert_ok wait_until 20 pid_gone "$p"
+	done
+	wait
+	log "openers saw: $(tr '\n' '|' <"$T_DIR/race.out")"
+	assert_not_contains "$(cat "$T_DIR/race.out")" SECRET "root's 0600 file never read by the racing caller"
+	assert_eq 3 "$(grep -c . "$T_DIR/race.out")" "every opener finished"
+	for V in "$A" "$B"; do
+		assert_ok timeout 5 ls "$V/pub"
+		assert_ok timeout 5 sh -c "echo ok > '$V/pub/after' && cat '$V/pub/after'"
+	done
 }
 
 [[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"
