@@ -104,7 +104,34 @@ fsck_clean() { # DEVICE-OR-IMAGE
 	}
 }
 
-DEAD_HINT="strictfs umount"
+# refused_here REGEX CMD...: as lib.sh's assert_refused_re (exit 1, one line "strictfs: ..."
+# matching REGEX), but what must not be left behind is judged by this test's own mounts,
+# daemons and loop devices: other suites may mount and start daemons on this machine meanwhile.
+refused_here() {
+	local re=$1 before after i
+	shift
+	before=$(_here_snap)
+	_capture "$@"
+	for ((i = 0; i < 30; i++)); do # a daemon or loop device the command started may take a moment
+		after=$(_here_snap)
+		[[ $before == "$after" ]] && break
+		sleep 0.1
+	done
+	if ((RC != 1)) || [[ $(grep -c '' "$T_DIR/.err") != 1 ]] || ! grep -qE -- "$re" "$T_DIR/.err"; then
+		fail "refused ($re): $*: exit $RC: $(_short "$T_DIR/.err")"
+	elif [[ $before != "$after" ]]; then
+		fail "refused ($re): $*: left behind: $(comm -13 <(echo "$before") <(echo "$after") | tr '\n' ';')"
+	else
+		ok "refused ($re): $* -> $(cat "$T_DIR/.err")"
+	fi
+}
+
+_here_snap() { # mounts under T_DIR, daemons of this test's sources, loop devices of its images
+	local img
+	awk -v p="$T_DIR/" 'index($2, p) == 1 { print "mount " $2 " " $3 }' /proc/self/mounts
+	for img in "$T_DIR"/*.img; do loops_of "$img" | sed 's/^/loop /'; done
+	for img in "$T_DIR"/*.img $(_our_loops); do daemon_procs "$(source_key "$img")" | sed 's/^/daemon /'; done
+}
 
 # ---- the daemon killed --------------------------------------------------------------------
 
@@ -134,7 +161,7 @@ test_faults_sigkill_under_write_load() {
 	assert_ok timeout 10 "$STRICTFS" status
 	assert_eq "" "$(daemon_procs "$(source_key "$LOOP")")" "no daemon left"
 	# the dead views: a new mount over one is refused with what to do; strictfs umount clears
-	assert_refused "$DEAD_HINT" timeout 10 "$STRICTFS" mount "$LOOP" "$V"
+	refused_here "strictfs umount" timeout 10 "$STRICTFS" mount "$LOOP" "$V"
 	assert_contains "$(cat "$T_DIR/.err")" "strictfs: $V: " "the refusal names the mountpoint"
 	assert_contains "$(cat "$T_DIR/.err")" "umount -l" "and umount -l"
 	assert_eq 1 "$(grep -c " $V fuse.strictfs " /proc/self/mounts)" "nothing stacked on the dead view"
@@ -163,9 +190,9 @@ test_faults_dead_view_mount_and_umount() {
 	assert_ok wait_daemon_gone "$pid" 5
 	assert_fails_with "Transport endpoint is not connected" timeout 5 cat "$V/f"
 	# right away (attributes still cached) and once the cache has expired
-	assert_refused_re "^strictfs: $V: .*(umount -l|strictfs umount)" timeout 10 "$STRICTFS" mount "$IMG" "$V"
+	refused_here "^strictfs: $V: .*(umount -l|strictfs umount)" timeout 10 "$STRICTFS" mount "$IMG" "$V"
 	sleep 6
-	assert_refused_re "^strictfs: $V: .*(umount -l|strictfs umount)" timeout 10 "$STRICTFS" mount "$IMG" "$V"
+	refused_here "^strictfs: $V: .*(umount -l|strictfs umount)" timeout 10 "$STRICTFS" mount "$IMG" "$V"
 	assert_eq 1 "$(grep -c " $V fuse.strictfs " /proc/self/mounts)" "one (dead) view at the mountpoint"
 	assert_ok wait_until 5 no_loop_for "$IMG"
 	assert_ok timeout 10 "$STRICTFS" umount "$V"
@@ -290,7 +317,7 @@ _socket_deleted() { # SOURCE
 	kill -STOP "$pid"
 	rm -f "$SFS_RUNDIR/$key.sock"
 	mkdir -p "$X"
-	assert_refused_re "^strictfs: .*daemon $pid" timeout 20 "$STRICTFS" mount "$src" "$X"
+	refused_here "^strictfs: .*daemon $pid" timeout 20 "$STRICTFS" mount "$src" "$X"
 	kill -CONT "$pid"
 	assert_eq "$pid" "$(daemon_procs "$key" | tr '\n' ' ' | sed 's/ $//')" "no second daemon was started"
 	assert_ok wait_until 5 test -S "$SFS_RUNDIR/$key.sock"

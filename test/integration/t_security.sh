@@ -343,11 +343,12 @@ test_security_subdir_links_and_renames() {
 # beside it. Natively (bind mount) ".." of a directory moved out of the mount's subtree is
 # ENOENT; the view's ".." stays the view root. Neither may show anything of the backing outside
 # sub but the moved directory itself.
-_walker() { # DIR SECONDS: loops inside DIR; prints what it saw
-	"$PY" - "$1" "$2" <<'EOF'
+_walker() { # DIR SECONDS READY: loops inside DIR (READY made once inside); prints what it saw
+	"$PY" - "$1" "$2" "$3" <<'EOF'
 import os, sys, time
 d, t = sys.argv[1], float(sys.argv[2])
 os.chdir(d)
+open(sys.argv[3], "w").close()
 seen = set()
 end = time.time() + t
 while time.time() < end:
@@ -365,8 +366,9 @@ test_security_subdir_dir_moved_out_while_inside() {
 	mkdir "$F/sub/room"
 	echo mine >"$F/sub/room/m"
 	local out i wpid
-	_walker "$S/room" 4 >"$T_DIR/walk.out" &
+	_walker "$S/room" 4 "$T_DIR/walk.ready" >"$T_DIR/walk.out" &
 	wpid=$!
+	wait_until 10 test -e "$T_DIR/walk.ready" || die "the walker did not get inside"
 	for ((i = 0; i < 150; i++)); do
 		mv "$F/sub/room" "$F/room_out" 2>/dev/null
 		mv "$F/room_out" "$F/sub/room" 2>/dev/null
