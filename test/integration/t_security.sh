@@ -255,6 +255,38 @@ test_security_ro_view() {
 	assert_eq "$(_tree_listing "$REF/t")" "$(_tree_listing "$B/t")" "nothing changed through the ro view"
 }
 
+# A file open for writing pins a mount read-write: remounting ro is refused (EBUSY), natively
+# and for a view, and the writer keeps writing; without it the remount takes, and new writes
+# fail with EROFS.
+test_security_remount_ro_with_writer() {
+	new_source secrw
+	native_ref
+	local V=$T_DIR/v RB=$T_DIR/rb r
+	view "" "$LOOP" "$V"
+	mkdir -p "$RB"
+	need mount --bind "$REF" "$RB"
+	for r in "$RB" "$V"; do
+		echo a >"$r/f"
+		exec 7>>"$r/f"
+		if [[ $r == "$V" ]]; then
+			assert_exit 1 "$STRICTFS" mount -o remount,ro "$V"
+			assert_eq "strictfs: $V: Device or resource busy" "$(cat "$T_DIR/.err")" "view: remount ro refused, busy"
+		else
+			assert_fails_with "busy" mount -o remount,bind,ro "$RB"
+		fi
+		assert_ok has_mount_opt "$r" rw
+		assert_ok sh -c "echo b >&7"
+		exec 7>&-
+		if [[ $r == "$V" ]]; then
+			assert_ok "$STRICTFS" mount -o remount,ro "$V"
+		else
+			assert_ok mount -o remount,bind,ro "$RB"
+		fi
+		assert_fails_with "Read-only file system" sh -c "echo c >> '$r/f'"
+		assert_eq "a b" "$(tr '\n' ' ' <"$r/f" | sed 's/ $//')" "$r: what was written, no more"
+	done
+}
+
 # ---- subdir= confinement ------------------------------------------------------------------
 
 # A full view F and a subdir=/sub view S of one source; natively, the same tree on REF and a
