@@ -53,12 +53,13 @@ static bool in_my_namespace(pid_t pid)
 	       mine.st_ino == theirs.st_ino && mine.st_dev == theirs.st_dev;
 }
 
-/* Retries connecting to key while *budget_ms lasts; the fd or -errno. */
-static int connect_within(const char *key, int *budget_ms)
+/* Retries connecting to key while *budget_ms lasts and the daemon pid lives (one in its
+ * teardown has already removed its socket); the fd or -errno. */
+static int connect_within(const char *key, pid_t pid, int *budget_ms)
 {
 	int fd = sfs_client_connect(key);
 
-	while (fd < 0 && *budget_ms > 0) {
+	while (fd < 0 && *budget_ms > 0 && (kill(pid, 0) == 0 || errno == EPERM)) {
 		usleep(100 * 1000);
 		*budget_ms -= 100;
 		fd = sfs_client_connect(key);
@@ -80,8 +81,10 @@ int sfs_client_connect_running(const char *key, const char *source, char *err, s
 		         "add views from there", pid);
 		return -EBUSY;
 	}
-	if ((fd = connect_within(key, &budget)) >= 0)
+	if ((fd = connect_within(key, pid, &budget)) >= 0)
 		return fd;
+	if (kill(pid, 0) < 0 && errno == ESRCH)
+		return -ESRCH; /* it was ending: the source is free for a new daemon */
 	sfs_errf(err, errlen, source,
 	         "served by strictfs daemon %d, which does not answer on %s/%s.sock (%s); "
 	         "a running daemon makes a missing socket again, so retry, or stop it with 'kill %d'",
@@ -157,11 +160,10 @@ static void wait_for_socket(pid_t pid, const char *key, void *arg)
 
 	if (!in_my_namespace(pid))
 		return;
-	fd = connect_within(key, arg);
-
+	fd = connect_within(key, pid, arg);
 	if (fd >= 0)
 		close(fd);
-	else
+	else if (kill(pid, 0) == 0 || errno == EPERM)
 		fprintf(stderr, "strictfs: %s/%s.sock: daemon %d does not answer (%s)\n", SFS_RUNDIR,
 		        key, pid, strerror(-fd));
 }
