@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "status.h"
@@ -53,17 +54,26 @@ static bool in_my_namespace(pid_t pid)
 	       mine.st_ino == theirs.st_ino && mine.st_dev == theirs.st_dev;
 }
 
-/* Retries connecting to key while *budget_ms lasts and the daemon pid lives (one in its
- * teardown has already removed its socket); the fd or -errno. */
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000ll + ts.tv_nsec / 1000000;
+}
+
+/* Retries connecting to key while *budget_ms lasts (a connect itself may take seconds) and the
+ * daemon pid lives (one in its teardown has already removed its socket); the fd or -errno. */
 static int connect_within(const char *key, pid_t pid, int *budget_ms)
 {
+	long long start = now_ms();
 	int fd = sfs_client_connect(key);
 
-	while (fd < 0 && *budget_ms > 0 && (kill(pid, 0) == 0 || errno == EPERM)) {
+	while (fd < 0 && now_ms() - start < *budget_ms && (kill(pid, 0) == 0 || errno == EPERM)) {
 		usleep(100 * 1000);
-		*budget_ms -= 100;
 		fd = sfs_client_connect(key);
 	}
+	*budget_ms -= now_ms() - start;
 	return fd;
 }
 
