@@ -37,7 +37,15 @@ struct sfs_view {
 	double negative_timeout;        /* 0 in casefold views: another spelling may appear */
 	bool keep_cache;                /* page cache survives open(): others' writes are notified */
 	int qroot;                      /* quota root slot of a subdir view with size=/inodes=, or -1 */
+	pthread_mutex_t files_lock;     /* guards files */
+	struct sfs_file *files;         /* open files, for those whose RELEASE never comes */
 };
+
+struct sfs_file;
+
+/* Closes the files of an ended view that the kernel never released (a view unmounted lazily
+ * loses the RELEASEs of files closed after it). Only once its session threads are gone. */
+void sfs_view_close_files(struct sfs_view *v);
 
 static inline struct sfs_node *sfs_node_of(const struct sfs_view *v, fuse_ino_t ino)
 {

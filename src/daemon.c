@@ -390,6 +390,7 @@ static void drop_view(struct sfs_daemon *d, struct sfs_view *v)
 	d->nviews--;
 	pthread_rwlock_unlock(&d->views_lock);
 	sfs_view_finish(v);
+	sfs_view_close_files(v);
 	sfs_itab_drop_view(&d->itab, &d->fdc, v->slot);
 	sfs_quota_drop_root(&d->quota, v->qroot);
 	sfs_itab_unpin(&d->itab, &d->fdc, v->root);

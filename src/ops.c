@@ -32,6 +32,7 @@
 struct sfs_file {
 	int fd;
 	bool direct; /* O_DIRECT: the backing wants aligned buffers, libfuse's are not */
+	struct sfs_file *prev, *next; /* the view's open files, under files_lock */
 };
 
 struct sfs_dir {
@@ -841,10 +842,39 @@ static int new_file(struct sfs_view *v, int fd, struct fuse_file_info *fi)
 	}
 	f->fd = fd;
 	f->direct = fcntl(fd, F_GETFL) & O_DIRECT;
+	pthread_mutex_lock(&v->files_lock);
+	f->prev = NULL;
+	f->next = v->files;
+	if (v->files)
+		v->files->prev = f;
+	v->files = f;
+	pthread_mutex_unlock(&v->files_lock);
 	fi->fh = (uintptr_t)f;
 	fi->keep_cache = v->keep_cache;
 	atomic_fetch_add(&v->open_files, 1);
 	return 0;
+}
+
+/* The end of an open file: released, or its open could not be answered. */
+static void drop_file(struct sfs_view *v, struct sfs_file *f)
+{
+	pthread_mutex_lock(&v->files_lock);
+	if (f->prev)
+		f->prev->next = f->next;
+	else
+		v->files = f->next;
+	if (f->next)
+		f->next->prev = f->prev;
+	pthread_mutex_unlock(&v->files_lock);
+	close(f->fd);
+	free(f);
+	atomic_fetch_sub(&v->open_files, 1);
+}
+
+void sfs_view_close_files(struct sfs_view *v)
+{
+	while (v->files)
+		drop_file(v, v->files);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -875,7 +905,7 @@ out:
 	if (rc)
 		reply_err(req, rc);
 	else if (fuse_reply_open(req, fi) < 0)
-		free((void *)(uintptr_t)fi->fh), close(fd);
+		drop_file(r.view, (struct sfs_file *)(uintptr_t)fi->fh);
 }
 
 /* A name that appeared between the kernel's lookup and its create: the kernel has checked no
@@ -959,9 +989,7 @@ out:
 	}
 	if (fuse_reply_create(req, &e, fi) < 0) {
 		forget_one(r.view, e.ino);
-		atomic_fetch_sub(&r.view->open_files, 1);
-		free((void *)(uintptr_t)fi->fh);
-		close(fd);
+		drop_file(r.view, (struct sfs_file *)(uintptr_t)fi->fh);
 	}
 }
 
@@ -1043,9 +1071,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct sfs_file *f = (struct sfs_file *)(uintptr_t)fi->fh;
 
 	(void)ino;
-	close(f->fd);
-	free(f);
-	atomic_fetch_sub(&v->open_files, 1);
+	drop_file(v, f);
 	fuse_reply_err(req, 0);
 }
 

@@ -54,6 +54,7 @@ int sfs_view_start(struct sfs_view *v, int fuse_fd)
 	char dev[32];
 	int rc;
 
+	pthread_mutex_init(&v->files_lock, NULL);
 	v->se = fuse_session_new(&args, &sfs_ops, sizeof(sfs_ops), v);
 	fuse_opt_free_args(&args); /* libfuse copies argv while parsing; the session keeps none */
 	if (!v->se) {
