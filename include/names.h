@@ -36,6 +36,11 @@ void sfs_names_dir_gone(struct sfs_daemon *d, dev_t dev, ino_t ino);
 int sfs_names_fold_lookup(struct sfs_daemon *d, const struct sfs_node *dir, int dirfd,
                           const char *name, char *out, size_t outlen);
 
+/* As sfs_names_fold_lookup, from a cached index only and for name whether present or not:
+ * 0 with the spelling in out (*exact: name itself), -ENOENT when no spelling exists, -ENODATA
+ * when no index of dir is cached (or others write to the backing: only it can tell). */
+int sfs_names_fold_peek(struct sfs_daemon *d, const struct sfs_node *dir, const char *name,
+                        char *out, size_t outlen, bool *exact);
 /* Whether readdir of a casefold view lists name (one name per class). */
 bool sfs_names_fold_listed(struct sfs_daemon *d, const struct sfs_node *dir, const char *name);
 

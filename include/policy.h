@@ -50,6 +50,11 @@ struct sfs_policy {
 	 * views), in out. 0, or -ENOENT. */
 	int (*resolve)(const struct sfs_view *v, const struct sfs_node *dir, int dirfd,
 	               const char *name, char *out, size_t outlen);
+	/* Before the backing is asked: the backing spelling a lookup of name finds (0, *exact
+	 * when it is name itself), -ENOENT when the directory holds none, or -ENODATA when
+	 * the module cannot tell without the backing. */
+	int (*peek)(const struct sfs_view *v, const struct sfs_node *dir, const char *name,
+	            char *out, size_t outlen, bool *exact);
 	/* Inode flags (FS_IOC_GETFLAGS) the view adds to the backing's for an inode of type. */
 	unsigned (*inode_flags)(const struct sfs_view *v, mode_t type);
 	/* Adjusts statfs results for the caller. */
@@ -91,6 +96,8 @@ int sfs_policy_charge(const struct sfs_req *r, struct sfs_charge *c);
 int sfs_policy_within(const struct sfs_req *r, struct sfs_charge *c);
 int sfs_policy_resolve(const struct sfs_view *v, const struct sfs_node *dir, int dirfd,
                        const char *name, char *out, size_t outlen);
+int sfs_policy_peek(const struct sfs_view *v, const struct sfs_node *dir, const char *name,
+                    char *out, size_t outlen, bool *exact);
 unsigned sfs_policy_inode_flags(const struct sfs_view *v, mode_t type);
 int sfs_policy_open_flags(const struct sfs_view *v, const struct stat *st);
 

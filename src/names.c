@@ -364,6 +364,25 @@ int sfs_names_fold_lookup(struct sfs_daemon *d, const struct sfs_node *dir, int 
 	return 0;
 }
 
+int sfs_names_fold_peek(struct sfs_daemon *d, const struct sfs_node *dir, const char *name,
+                        char *out, size_t outlen, bool *exact)
+{
+	struct sfs_foldidx_hit hit;
+	size_t len = strlen(name);
+	int rc;
+
+	if (len > SFS_FOLD_NAME_MAX || *d->shared_with)
+		return -ENODATA;
+	rc = sfs_foldcache_lookup(d->folds, dir->dev, dir->ino, name, len, &hit);
+	if (rc)
+		return rc == -ENOENT ? -ENOENT : -ENODATA;
+	if (hit.len >= outlen)
+		return -ENODATA;
+	memcpy(out, hit.name, hit.len + 1);
+	*exact = hit.exact;
+	return 0;
+}
+
 bool sfs_names_fold_listed(struct sfs_daemon *d, const struct sfs_node *dir, const char *name)
 {
 	struct sfs_folddir *fd;

@@ -241,17 +241,31 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		goto out;
 	if ((rc = sfs_policy_name(r.view, p.node, name, false)))
 		goto out;
-	rc = lookup_at(&r, p.node, p.fd, name, &e);
-	if (rc == -ENOENT) {
+	{
 		char alias[NAME_MAX + 1];
-		/* another spelling of the name (casefold views); the kernel may keep this spelling's
-		 * dentry, positive or negative, only while names.c tracks it for invalidation */
-		if (sfs_policy_resolve(r.view, p.node, p.fd, name, alias, sizeof(alias)) == 0)
-			rc = lookup_at(&r, p.node, p.fd, alias, &e);
-		if (rc == 0 || rc == -ENOENT)
+		bool exact = true;
+		/* a casefold view whose directory index is warm knows the backing's spelling (or
+		 * that there is none) without asking the backing for the exact one first */
+		rc = sfs_policy_peek(r.view, p.node, name, alias, sizeof(alias), &exact);
+		if (rc == 0)
+			rc = lookup_at(&r, p.node, p.fd, exact ? name : alias, &e);
+		else if (rc != -ENOENT) {
+			exact = true;
+			rc = lookup_at(&r, p.node, p.fd, name, &e);
+			if (rc == -ENOENT) {
+				exact = false;
+				if (sfs_policy_resolve(r.view, p.node, p.fd, name, alias, sizeof(alias)) == 0)
+					rc = lookup_at(&r, p.node, p.fd, alias, &e);
+			}
+		}
+		/* another spelling of the name (casefold views): the kernel may keep this
+		 * spelling's dentry, positive or negative, only while names.c tracks it for
+		 * invalidation */
+		if (rc == -ENOENT || (rc == 0 && !exact)) {
 			tracked = sfs_names_track_spelling(r.view, p.node, name);
-		if (rc == 0 && !tracked)
-			e.entry_timeout = 0;
+			if (rc == 0 && !tracked)
+				e.entry_timeout = 0;
+		}
 	}
 out:
 	unhold(r.view, &p);

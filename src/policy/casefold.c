@@ -47,6 +47,14 @@ static int casefold_resolve(const struct sfs_view *v, const struct sfs_node *dir
 	return sfs_names_fold_lookup(v->d, dir, dirfd, name, out, outlen);
 }
 
+static int casefold_peek(const struct sfs_view *v, const struct sfs_node *dir, const char *name,
+                         char *out, size_t outlen, bool *exact)
+{
+	if (!folds(v))
+		return -ENODATA;
+	return sfs_names_fold_peek(v->d, dir, name, out, outlen, exact);
+}
+
 static unsigned casefold_inode_flags(const struct sfs_view *v, mode_t type)
 {
 	return folds(v) && S_ISDIR(type) ? FS_CASEFOLD_FL : 0;
@@ -57,5 +65,6 @@ const struct sfs_policy sfs_policy_casefold = {
 	.name_check = casefold_name_check,
 	.dirent_visible = casefold_dirent_visible,
 	.resolve = casefold_resolve,
+	.peek = casefold_peek,
 	.inode_flags = casefold_inode_flags,
 };

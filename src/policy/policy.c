@@ -127,3 +127,14 @@ int sfs_policy_within(const struct sfs_req *r, struct sfs_charge *c)
 	}
 	return 0;
 }
+
+int sfs_policy_peek(const struct sfs_view *v, const struct sfs_node *dir, const char *name,
+                    char *out, size_t outlen, bool *exact)
+{
+	EACH(p) {
+		int rc = (*p)->peek ? (*p)->peek(v, dir, name, out, outlen, exact) : -ENODATA;
+		if (rc != -ENODATA)
+			return rc;
+	}
+	return -ENODATA;
+}
