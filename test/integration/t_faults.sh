@@ -258,11 +258,15 @@ test_faults_backing_full() {
 	out=$(for ((i = 0; i < 200; i++)); do touch "$V/pub/i$i" 2>&1 || break; done)
 	assert_contains "$out" "No space left on device" "running out of inodes: ENOSPC"
 	assert_fails_with "No space left on device" mkdir "$A/pub/d"
+	# the quota ledger followed every write that failed half way and every create refused
+	assert_ok "$STRICTFS" quota check "$LOOP"
+	assert_contains "$(cat "$T_DIR/.out")" "live accounting equals a fresh scan" "full backing: ledger equals a scan"
 	# space comes back after deleting, through either view
 	assert_ok rm -f "$V/rootfill" "$A/pub/fill"
 	assert_ok rm -f "$V"/pub/i*
 	assert_ok dd if=/dev/zero of="$A/pub/again" bs=1M count=4 conv=fsync status=none
 	assert_eq 4194304 "$(stat -c %s "$V/pub/again")" "writes work again"
+	assert_ok "$STRICTFS" quota check "$LOOP"
 	assert_ok sfs_umount "$V"
 	assert_ok sfs_umount "$A"
 	assert_ok wait_until 5 device_free "$LOOP"
