@@ -119,6 +119,8 @@ void sfs_quota_sync(struct sfs_quota *q, struct sfs_node *node, struct sfs_nodeq
 void sfs_quota_created(struct sfs_quota *q, struct sfs_node *node, const struct stat *st,
                        struct sfs_node *parent, int parent_fd);
 
+/* The most an allocation in [off, off+len) can add: the blocks the range touches, in bytes. */
+int64_t sfs_quota_alloc_bound(const struct sfs_quota *q, off_t off, off_t len);
 /* Blocks an allocation in [off, off+len) of the file open as fd would add, in bytes. */
 int64_t sfs_quota_alloc_bytes(struct sfs_quota *q, int fd, off_t off, off_t len);
 

@@ -23,6 +23,9 @@ bool sfs_list_append(char *dst, size_t len, const char *item);
 /* Parses a decimal unsigned number with no sign or trailing garbage. */
 bool sfs_parse_uint(const char *s, unsigned long long *out);
 
+/* Whether process pid is in this process's namespace of type ("mnt", "user", ...). */
+bool sfs_same_namespace(int pid, const char *type);
+
 /* The key that names one source's daemon: "b-MAJ-MIN" or "f-DEV-INO". Fills the resolved
  * path too. Returns 0 or -errno; on failure err holds the one-line reason. */
 int sfs_source_key(const char *source, char *key, size_t keylen, char *path, size_t pathlen,

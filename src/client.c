@@ -44,16 +44,6 @@ int sfs_client_connect(const char *key)
 
 #define SOCKET_WAIT_MS 5000
 
-static bool in_my_namespace(pid_t pid)
-{
-	struct stat mine, theirs;
-	char path[64];
-
-	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", pid);
-	return stat("/proc/self/ns/mnt", &mine) == 0 && stat(path, &theirs) == 0 &&
-	       mine.st_ino == theirs.st_ino && mine.st_dev == theirs.st_dev;
-}
-
 static long long now_ms(void)
 {
 	struct timespec ts;
@@ -86,7 +76,7 @@ int sfs_client_connect_running(const char *key, const char *source, char *err, s
 		return fd;
 	if (!(pid = sfs_daemon_pid(key)))
 		return -ESRCH;
-	if (!in_my_namespace(pid)) {
+	if (!sfs_same_namespace(pid, "mnt")) {
 		sfs_errf(err, errlen, source, "served by strictfs daemon %d of another mount namespace; "
 		         "add views from there", pid);
 		return -EBUSY;
@@ -168,7 +158,7 @@ static void wait_for_socket(pid_t pid, const char *key, void *arg)
 {
 	int fd;
 
-	if (!in_my_namespace(pid))
+	if (!sfs_same_namespace(pid, "mnt"))
 		return;
 	fd = connect_within(key, pid, arg);
 	if (fd >= 0)

@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util.h"
+
 #define MAX_GROUPS 256
 #define GROUPS_TTL_NS 1000000000ll
 
@@ -168,25 +170,15 @@ void sfs_priv_end(void)
 	tc.saved_ok = false;
 }
 
-/* Whether pid lives in the daemon's user namespace: capabilities held in another (an
- * unprivileged `unshare -U` has them all) are no privilege over the backing. */
-static bool in_my_user_namespace(pid_t pid)
-{
-	struct stat mine, theirs;
-	char path[64];
-
-	snprintf(path, sizeof(path), "/proc/%d/ns/user", pid);
-	return stat("/proc/self/ns/user", &mine) == 0 && stat(path, &theirs) == 0 &&
-	       mine.st_ino == theirs.st_ino && mine.st_dev == theirs.st_dev;
-}
-
+/* Capabilities held in another user namespace (an unprivileged `unshare -U` has them all)
+ * are no privilege over the backing. */
 bool sfs_pid_has_sys_admin(pid_t pid)
 {
 	char path[64], line[256];
 	bool yes = false;
 	FILE *f;
 
-	if (pid <= 0 || !in_my_user_namespace(pid))
+	if (pid <= 0 || !sfs_same_namespace(pid, "user"))
 		return false;
 	snprintf(path, sizeof(path), "/proc/%d/status", pid);
 	f = fopen(path, "re");

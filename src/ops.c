@@ -108,10 +108,7 @@ static int charge(struct sfs_req *r, struct sfs_charge *c, uint32_t uid, uint32_
 static int charge_alloc(struct sfs_req *r, struct sfs_charge *c, struct sfs_node *n, int fd,
                         off_t off, off_t len)
 {
-	off_t bs = ledger(r)->bsize;
-	int64_t bound = len > 0 && off >= 0 && off <= INT64_MAX - len - bs ?
-	                        (off + len + bs - 1) / bs * bs - off / bs * bs : 0;
-	int rc = charge(r, c, n->q.uid, n->q.gid, bound, 0);
+	int rc = charge(r, c, n->q.uid, n->q.gid, sfs_quota_alloc_bound(ledger(r), off, len), 0);
 
 	if (rc == -EDQUOT)
 		rc = charge(r, c, n->q.uid, n->q.gid, sfs_quota_alloc_bytes(ledger(r), fd, off, len), 0);

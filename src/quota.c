@@ -336,6 +336,15 @@ void sfs_charge_end(struct sfs_charge *c)
 	c->entered = false;
 }
 
+int64_t sfs_quota_alloc_bound(const struct sfs_quota *q, off_t off, off_t len)
+{
+	off_t bs = q->bsize;
+
+	if (len <= 0 || off < 0 || off > INT64_MAX - len - bs)
+		return 0;
+	return (off + len + bs - 1) / bs * bs - off / bs * bs;
+}
+
 int64_t sfs_quota_alloc_bytes(struct sfs_quota *q, int fd, off_t off, off_t len)
 {
 	enum { N = 32 };
@@ -346,7 +355,7 @@ int64_t sfs_quota_alloc_bytes(struct sfs_quota *q, int fd, off_t off, off_t len)
 	off_t bs = q->bsize, start, end, pos;
 	int64_t mapped = 0;
 
-	if (len <= 0 || off < 0 || off > INT64_MAX - len - bs)
+	if (!sfs_quota_alloc_bound(q, off, len))
 		return 0;
 	start = off / bs * bs;
 	end = (off + len + bs - 1) / bs * bs;
@@ -882,18 +891,38 @@ void sfs_quota_stop(struct sfs_quota *q)
 
 /* ---- control requests ---------------------------------------------------------------------- */
 
+/* A control request that changes the state: the backing must keep it; takes the ledger lock. */
+static int lock_writable(struct sfs_quota *q, const char *what, char *err, size_t errlen)
+{
+	if (q->d->backing.read_only) {
+		sfs_errf(err, errlen, q->d->source, "the backing is read-only; %s cannot be kept", what);
+		return -1;
+	}
+	pthread_mutex_lock(&q->lock);
+	return 0;
+}
+
+/* Writes the state (ledger lock held) and lets go of the lock: 0, or -1 with the reason. */
+static int save_and_unlock(struct sfs_quota *q, char *err, size_t errlen)
+{
+	int rc = save_state_locked(q);
+
+	pthread_mutex_unlock(&q->lock);
+	if (rc) {
+		sfs_errf(err, errlen, "/" STATE_DIR "/" STATE_FILE, "cannot write it: %s", strerror(-rc));
+		return -1;
+	}
+	return 0;
+}
+
 int sfs_quota_set(struct sfs_quota *q, enum sfs_qtype type, uint32_t id,
                   const uint64_t soft[SFS_QNRES], const uint64_t hard[SFS_QNRES],
                   unsigned which, char *err, size_t errlen)
 {
 	struct sfs_qentry *e;
-	int rc;
 
-	if (q->d->backing.read_only) {
-		sfs_errf(err, errlen, q->d->source, "the backing is read-only; limits cannot be kept");
+	if (lock_writable(q, "limits", err, errlen))
 		return -1;
-	}
-	pthread_mutex_lock(&q->lock);
 	e = sfs_qtable_get(&q->state.t[type], id);
 	if (!e) {
 		pthread_mutex_unlock(&q->lock);
@@ -913,36 +942,19 @@ int sfs_quota_set(struct sfs_quota *q, enum sfs_qtype type, uint32_t id,
 		const int64_t none[SFS_QNRES] = {0, 0};
 		sfs_qentry_apply(e, none, time(NULL));
 	}
-	rc = save_state_locked(q);
-	pthread_mutex_unlock(&q->lock);
-	if (rc) {
-		sfs_errf(err, errlen, "/" STATE_DIR "/" STATE_FILE, "cannot write it: %s", strerror(-rc));
-		return -1;
-	}
-	return 0;
+	return save_and_unlock(q, err, errlen);
 }
 
 int sfs_quota_set_grace(struct sfs_quota *q, const time_t grace[SFS_QNRES], unsigned which,
                         char *err, size_t errlen)
 {
-	int rc;
-
-	if (q->d->backing.read_only) {
-		sfs_errf(err, errlen, q->d->source, "the backing is read-only; grace times cannot be kept");
+	if (lock_writable(q, "grace times", err, errlen))
 		return -1;
-	}
-	pthread_mutex_lock(&q->lock);
 	if (which & SFS_QSET_BGRACE)
 		q->state.grace[SFS_QBYTES] = grace[SFS_QBYTES];
 	if (which & SFS_QSET_IGRACE)
 		q->state.grace[SFS_QINODES] = grace[SFS_QINODES];
-	rc = save_state_locked(q);
-	pthread_mutex_unlock(&q->lock);
-	if (rc) {
-		sfs_errf(err, errlen, "/" STATE_DIR "/" STATE_FILE, "cannot write it: %s", strerror(-rc));
-		return -1;
-	}
-	return 0;
+	return save_and_unlock(q, err, errlen);
 }
 
 static json_object *entry_json(const struct sfs_qentry *e, const time_t grace[SFS_QNRES],

@@ -162,3 +162,14 @@ void sfs_mountpoint_errf(char *buf, size_t len, const char *mp, int e)
 	else
 		sfs_errf(buf, len, mp, "%s", strerror(e));
 }
+
+bool sfs_same_namespace(int pid, const char *type)
+{
+	struct stat mine, theirs;
+	char self[64], path[64];
+
+	snprintf(self, sizeof(self), "/proc/self/ns/%s", type);
+	snprintf(path, sizeof(path), "/proc/%d/ns/%s", pid, type);
+	return stat(self, &mine) == 0 && stat(path, &theirs) == 0 && mine.st_ino == theirs.st_ino &&
+	       mine.st_dev == theirs.st_dev;
+}
