@@ -22,6 +22,13 @@ enum {
 void sfs_priv_begin(unsigned what);
 void sfs_priv_end(void);
 
+/* Whether the mode bits alone give the calling thread's caller (after sfs_creds_enter) the
+ * access mask (R_OK|W_OK|X_OK) on st: the kernel's check on a noacl view, redone by the
+ * daemon on the object now under a name before it repeats a refused call with DAC
+ * capabilities. Root passes, as it does in the kernel by CAP_DAC_OVERRIDE. */
+#include <sys/stat.h>
+bool sfs_mode_allows(const struct stat *st, int mask);
+
 /* Whether the process pid has CAP_SYS_ADMIN in its effective set, in the daemon's own user
  * namespace (for listing trusted.*, as ext4 lists them only to capable(CAP_SYS_ADMIN)). */
 bool sfs_pid_has_sys_admin(pid_t pid);

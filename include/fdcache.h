@@ -5,6 +5,7 @@
 #define SFS_FDCACHE_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 struct sfs_node;
@@ -23,6 +24,10 @@ void sfs_fdcache_init(struct sfs_fdcache *c, int mount_fd, size_t limit);
  * backing object is gone). */
 int sfs_fd_get(struct sfs_fdcache *c, struct sfs_node *n);
 void sfs_fd_put(struct sfs_fdcache *c, struct sfs_node *n);
+
+/* Whether the node's descriptor is open now (it keeps the backing inode, and so its
+ * number, alive). */
+bool sfs_fd_cached(struct sfs_fdcache *c, const struct sfs_node *n);
 
 /* Offers a freshly opened descriptor to the cache; takes ownership. */
 void sfs_fdcache_offer(struct sfs_fdcache *c, struct sfs_node *n, int fd);

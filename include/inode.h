@@ -41,6 +41,7 @@ struct sfs_node {
 	uint32_t pins;               /* view roots and the backing root */
 	uint32_t nrefs;
 	struct sfs_view_ref *refs;
+	bool stale;                  /* its inode is gone and the number reused: never found again */
 	/* Protected by the fd cache lock: */
 	int fd;                      /* cached O_PATH descriptor or -1 */
 	uint32_t fd_users;

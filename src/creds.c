@@ -172,6 +172,31 @@ void sfs_priv_end(void)
 
 /* Capabilities held in another user namespace (an unprivileged `unshare -U` has them all)
  * are no privilege over the backing. */
+static bool caller_in_group(gid_t gid)
+{
+	if (gid == tc.gid)
+		return true;
+	for (int i = 0; i < tc.ngroups; i++)
+		if (tc.groups[i] == gid)
+			return true;
+	return false;
+}
+
+bool sfs_mode_allows(const struct stat *st, int mask)
+{
+	mode_t bits;
+
+	if (tc.uid == 0)
+		return true;
+	if (st->st_uid == tc.uid)
+		bits = st->st_mode >> 6;
+	else if (caller_in_group(st->st_gid))
+		bits = st->st_mode >> 3;
+	else
+		bits = st->st_mode;
+	return (mask & ~bits & 7) == 0;
+}
+
 bool sfs_pid_has_sys_admin(pid_t pid)
 {
 	char path[64], line[256];

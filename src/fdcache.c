@@ -144,6 +144,16 @@ int sfs_fd_get(struct sfs_fdcache *c, struct sfs_node *n)
 	return fd;
 }
 
+bool sfs_fd_cached(struct sfs_fdcache *c, const struct sfs_node *n)
+{
+	bool cached;
+
+	pthread_mutex_lock(&c->lock);
+	cached = n->fd >= 0;
+	pthread_mutex_unlock(&c->lock);
+	return cached;
+}
+
 void sfs_fd_put(struct sfs_fdcache *c, struct sfs_node *n)
 {
 	pthread_mutex_lock(&c->lock);

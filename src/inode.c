@@ -76,7 +76,7 @@ static void grow(struct sfs_itab *t)
 static struct sfs_node *find_locked(struct sfs_itab *t, dev_t dev, ino_t ino)
 {
 	for (struct sfs_node *n = t->buckets[bucket_of(t, dev, ino)]; n; n = n->hnext)
-		if (n->ino == ino && n->dev == dev)
+		if (n->ino == ino && n->dev == dev && !n->stale)
 			return n;
 	return NULL;
 }
@@ -142,16 +142,28 @@ static int make_node(int fd, const struct stat *st, struct sfs_node **out)
 	return 0;
 }
 
+static bool same_handle(const struct sfs_node *a, const struct sfs_node *b)
+{
+	return a->handle_type == b->handle_type && a->handle_len == b->handle_len &&
+	       !memcmp(a->handle, b->handle, a->handle_len);
+}
+
 int sfs_itab_get(struct sfs_itab *t, struct sfs_fdcache *c, int fd, const struct stat *st,
                  uint32_t view, struct sfs_node **out)
 {
 	struct sfs_node *n, *fresh = NULL;
+	bool alive;
 	int rc;
 
 	pthread_mutex_lock(&t->lock);
 	n = find_locked(t, st->st_dev, st->st_ino);
+	/* A node whose descriptor is open holds its inode, so the number is still that object's.
+	 * Without one, the inode may have been freed and its number reused: only the file handle
+	 * (number and generation) tells. */
+	alive = n && sfs_fd_cached(c, n);
 	pthread_mutex_unlock(&t->lock);
-	if (!n) {
+again:
+	if (!alive) {
 		/* name_to_handle_at outside the lock: it is a syscall, and a race only means
 		 * one of two fresh nodes is thrown away below. */
 		rc = make_node(fd, st, &fresh);
@@ -162,6 +174,11 @@ int sfs_itab_get(struct sfs_itab *t, struct sfs_fdcache *c, int fd, const struct
 	}
 	pthread_mutex_lock(&t->lock);
 	n = find_locked(t, st->st_dev, st->st_ino);
+	if (n && fresh && !same_handle(n, fresh)) {
+		/* the old object is dead; its node lives on only until the kernels forget it */
+		n->stale = true;
+		n = NULL;
+	}
 	if (!n && fresh) {
 		size_t b;
 		if (t->count >= t->nbuckets)
@@ -173,7 +190,13 @@ int sfs_itab_get(struct sfs_itab *t, struct sfs_fdcache *c, int fd, const struct
 		n = fresh;
 		fresh = NULL;
 	}
-	rc = n ? add_ref(n, view) : -ESTALE;
+	if (!n) {
+		/* the live node was forgotten meanwhile: make a new one */
+		pthread_mutex_unlock(&t->lock);
+		alive = false;
+		goto again;
+	}
+	rc = add_ref(n, view);
 	if (!rc)
 		sfs_fdcache_offer(c, n, fd);
 	pthread_mutex_unlock(&t->lock);

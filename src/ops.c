@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/xattr.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "coherence.h"
@@ -31,6 +32,10 @@
 
 struct sfs_file {
 	int fd;
+	/* The node's O_PATH descriptor stays held while the file is open: the kernel's fstat
+	 * carries no file handle, and an open file unlinked elsewhere can no longer be reopened
+	 * by its handle (ESTALE where ext4 answers). NULL when it could not be had. */
+	struct sfs_node *pinned;
 	bool direct; /* O_DIRECT: the backing wants aligned buffers, libfuse's are not */
 	struct sfs_file *prev, *next; /* the view's open files, under files_lock */
 };
@@ -694,6 +699,65 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	remove_entry(req, parent, name, AT_REMOVEDIR);
 }
 
+/* What the kernel checked before a rename on a noacl view, by mode bits, redone on the
+ * objects under the names now: the kernel saw them through its caches, and another view may
+ * have put something else there since. */
+static bool rename_allowed_by_modes(struct held *p, const struct victim *moved, struct held *np,
+                                    const struct victim *victim, unsigned int flags)
+{
+	struct stat ps, nps;
+
+	if (fstat(p->fd, &ps) < 0 || fstat(np->fd, &nps) < 0)
+		return false;
+	if (!sfs_mode_allows(&ps, W_OK | X_OK) || !sfs_mode_allows(&nps, W_OK | X_OK))
+		return false;
+	if (p->node == np->node)
+		return true;
+	/* a directory changing parent has its ".." rewritten */
+	if (S_ISDIR(moved->st.st_mode) && !sfs_mode_allows(&moved->st, W_OK))
+		return false;
+	return !(flags & RENAME_EXCHANGE) || !S_ISDIR(victim->st.st_mode) ||
+	       sfs_mode_allows(&victim->st, W_OK);
+}
+
+static bool same_object_at(int dirfd, const char *name, const struct stat *was)
+{
+	struct stat st;
+
+	return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_dev == was->st_dev &&
+	       st.st_ino == was->st_ino;
+}
+
+/* The rename as the caller; on a noacl view an EACCES from the backing's ACLs is repeated
+ * with DAC capabilities only if the mode bits allow it on what is there now (not only on
+ * what the kernel saw). Should another swap have slipped in between that check and the
+ * call, the checked objects are not the ones moved: the move is undone and refused. */
+static int rename_as_caller(struct sfs_req *r, struct held *p, const char *from,
+                            const struct victim *moved, struct held *np, const char *to,
+                            const struct victim *victim, unsigned int flags)
+{
+	int rc = renameat2(p->fd, from, np->fd, to, flags) < 0 ? -errno : 0;
+	bool same;
+
+	if (rc != -EACCES || !sfs_policy_dac_retry(r->view) || !moved->st.st_mode ||
+	    !rename_allowed_by_modes(p, moved, np, victim, flags))
+		return rc;
+	sfs_priv_begin(SFS_PRIV_DAC);
+	rc = renameat2(p->fd, from, np->fd, to, flags) < 0 ? -errno : 0;
+	same = rc || (same_object_at(np->fd, to, &moved->st) &&
+	              (!(flags & RENAME_EXCHANGE) || !victim->st.st_mode ||
+	               same_object_at(p->fd, from, &victim->st)));
+	if (!same) {
+		unsigned int back = flags & RENAME_EXCHANGE ? RENAME_EXCHANGE : RENAME_NOREPLACE;
+		if (renameat2(np->fd, to, p->fd, from, back) < 0)
+			syslog(LOG_WARNING, "%s: a rename raced with another view and could not be "
+			       "undone: %m", r->view->mountpoint);
+		rc = -EACCES;
+	}
+	sfs_priv_end();
+	return rc;
+}
+
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
                       const char *newname, unsigned int flags)
 {
@@ -726,7 +790,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	sfs_names_lock2(r.view->d, p.node, np.node);
 	victim_open(r.view, &p, from, &moved);
 	victim_open(r.view, &np, to, &victim);
-	rc = BACKING(&r, renameat2(p.fd, from, np.fd, to, flags));
+	rc = rename_as_caller(&r, &p, from, &moved, &np, to, &victim, flags);
 	if (!rc && !(flags & RENAME_EXCHANGE)) {
 		if (S_ISDIR(victim.st.st_mode) && !(flags & RENAME_NOREPLACE))
 			sfs_names_dir_gone(r.view->d, victim.st.st_dev, victim.st.st_ino);
@@ -843,7 +907,25 @@ static int open_node(struct sfs_req *r, struct held *h, int flags)
 	return BACKING(r, open(path, flags));
 }
 
-static int new_file(struct sfs_view *v, int fd, struct fuse_file_info *fi)
+/* Holds the node's O_PATH descriptor for the life of an open file; when the cache let it go
+ * and the object has lost its last name meanwhile, the open file itself gives a new one. */
+static bool pin_node(struct sfs_view *v, struct sfs_node *node, int fd)
+{
+	char path[40];
+	int pfd;
+
+	if (!node)
+		return false;
+	if (sfs_fd_get(&v->d->fdc, node) >= 0)
+		return true;
+	proc_path(path, fd);
+	if ((pfd = open(path, O_PATH | O_CLOEXEC)) < 0)
+		return false;
+	sfs_fdcache_offer(&v->d->fdc, node, pfd);
+	return sfs_fd_get(&v->d->fdc, node) >= 0;
+}
+
+static int new_file(struct sfs_view *v, struct sfs_node *node, int fd, struct fuse_file_info *fi)
 {
 	struct sfs_file *f = malloc(sizeof(*f));
 
@@ -852,6 +934,7 @@ static int new_file(struct sfs_view *v, int fd, struct fuse_file_info *fi)
 		return -ENOMEM;
 	}
 	f->fd = fd;
+	f->pinned = pin_node(v, node, fd) ? node : NULL;
 	f->direct = fcntl(fd, F_GETFL) & O_DIRECT;
 	pthread_mutex_lock(&v->files_lock);
 	f->prev = NULL;
@@ -877,6 +960,8 @@ static void drop_file(struct sfs_view *v, struct sfs_file *f)
 	if (f->next)
 		f->next->prev = f->prev;
 	pthread_mutex_unlock(&v->files_lock);
+	if (f->pinned)
+		sfs_fd_put(&v->d->fdc, f->pinned);
 	close(f->fd);
 	free(f);
 	atomic_fetch_sub(&v->open_files, 1);
@@ -903,7 +988,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if ((rc = sfs_policy_modify(r.view)))
 			goto out;
 	fd = open_node(&r, &h, backing_open_flags(r.view, fi->flags));
-	rc = fd < 0 ? fd : new_file(r.view, fd, fi);
+	rc = fd < 0 ? fd : new_file(r.view, h.node, fd, fi);
 	if (!rc && (fi->flags & O_TRUNC)) {
 		sfs_quota_sync(ledger(&r), h.node, NULL, h.fd);
 		sfs_coh_data(r.view, h.node, 0, 0);
@@ -987,7 +1072,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	sfs_coh_name(r.view, p.node, name);
 	sfs_coh_attr(r.view, p.node);
 	sfs_coh_flush(r.view);
-	if (!rc && (rc = new_file(r.view, fd, fi)))
+	if (!rc && (rc = new_file(r.view, sfs_node_of(r.view, e.ino), fd, fi)))
 		fd = -1;
 out:
 	sfs_charge_end(&c);
@@ -999,8 +1084,8 @@ out:
 		return;
 	}
 	if (fuse_reply_create(req, &e, fi) < 0) {
+		drop_file(r.view, (struct sfs_file *)(uintptr_t)fi->fh); /* unpins before the forget */
 		forget_one(r.view, e.ino);
-		drop_file(r.view, (struct sfs_file *)(uintptr_t)fi->fh);
 	}
 }
 

@@ -198,4 +198,92 @@ test_coherence_ctime_and_mtime_after_write() {
 	assert_ne 1000000000 "$(stat -c %Y "$B/f")" "B sees the mtime of the write"
 }
 
+
+test_open_file_unlinked_elsewhere_keeps_its_attributes() {
+	# stress-ng's hdd stressor found it: fstat carries no file handle to the daemon, so an open
+	# file whose last name went through another view must stay reachable however many other
+	# nodes pass through the daemon's descriptor cache (1024 descriptors: a cache of 256).
+	new_source coh
+	A=$T_DIR/a
+	B=$T_DIR/b
+	mkdir -p "$A" "$B"
+	(ulimit -n 1024 && exec "$STRICTFS" mount "$LOOP" "$A") || die "strictfs mount under ulimit -n 1024"
+	view_pid "$A" >/dev/null
+	view "" "$LOOP" "$B"
+	assert_ok "$PY" - "$A" "$B" <<'EOF2'
+import os, sys
+a, b = sys.argv[1], sys.argv[2]
+fd = os.open(os.path.join(a, "held"), os.O_CREAT | os.O_RDWR, 0o644)
+os.write(fd, b"x" * 5000)
+os.unlink(os.path.join(b, "held"))
+os.mkdir(os.path.join(a, "many"))
+for i in range(2000):  # every one a node with a cached descriptor, pushing "held" out
+    p = os.path.join(a, "many", "f%d" % i)
+    os.close(os.open(p, os.O_CREAT | os.O_WRONLY, 0o644))
+    os.stat(p)
+st = os.fstat(fd)
+assert st.st_size == 5000 and st.st_nlink == 0, (st.st_size, st.st_nlink)
+os.ftruncate(fd, 100)
+assert os.fstat(fd).st_size == 100
+os.close(fd)
+EOF2
+}
+
+test_inode_number_reused_is_a_new_object() {
+	# The daemon's table is keyed by inode number. A directory removed through view B while a
+	# process in view A still has it as its working directory keeps its node; once the daemon's
+	# cached descriptor is let go, ext4 frees the inode and gives its number to a new directory.
+	# That one must get a node of its own: not the old node, whose file handle names the dead
+	# inode (ESTALE later) and which A's kernel still knows as the dead directory.
+	new_source coh
+	A=$T_DIR/a
+	B=$T_DIR/b
+	mkdir -p "$A" "$B"
+	(ulimit -n 1024 && exec "$STRICTFS" mount "$LOOP" "$A") || die "strictfs mount under ulimit -n 1024"
+	view_pid "$A" >/dev/null
+	view "" "$LOOP" "$B"
+	assert_ok "$PY" - "$A" "$B" <<'EOF2'
+import os, sys
+a, b = sys.argv[1], sys.argv[2]
+os.mkdir(os.path.join(a, "d"))
+os.mkdir(os.path.join(a, "many"))
+for i in range(4000):
+    os.close(os.open(os.path.join(a, "many", "f%d" % i), os.O_CREAT | os.O_WRONLY, 0o644))
+n = 0
+def churn():  # 2000 nodes through the cache of 256: every older descriptor is let go
+    global n
+    for i in range(2000):
+        os.stat(os.path.join(b, "many", "f%d" % n))  # new to B's kernel: a lookup each
+        n += 1
+os.mkdir(os.path.join(a, "d", "old"))
+old = os.stat(os.path.join(a, "d", "old")).st_ino
+os.chdir(os.path.join(a, "d", "old"))  # A's kernel keeps the old directory's node
+os.rmdir(os.path.join(b, "d", "old"))
+churn()
+reused = None
+for i in range(3000):  # ext4 gives the freed number to a new directory soon
+    p = os.path.join(b, "d", "new%d" % i)
+    os.mkdir(p)
+    if os.stat(p).st_ino == old:
+        reused = p
+        break
+assert reused, "ext4 did not reuse inode %d" % old
+with open(os.path.join(reused, "inside"), "w") as f:
+    f.write("fresh content")
+p = os.path.join(a, "d", os.path.basename(reused))
+assert os.listdir(p) == ["inside"], os.listdir(p)
+try:
+    seen = os.listdir(".")  # the removed directory, as ext4 answers: ENOENT
+except OSError:
+    seen = []
+assert seen == [], "the removed working directory shows %r" % seen
+churn()
+with open(os.path.join(reused, "inside"), "a") as f:
+    f.write(" and more")
+assert os.stat(os.path.join(p, "inside")).st_size == 22
+assert os.stat(p).st_ino == old
+os.chdir("/")
+EOF2
+}
+
 [[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"

@@ -555,4 +555,46 @@ test_security_create_races_another_view() {
 	done
 }
 
+test_security_noacl_rename_retry_checks_what_is_there_now() {
+	# A noacl view repeats a call the backing's ACLs refused with DAC capabilities, because
+	# the kernel has already allowed it by mode bits; but the kernel checked the objects it
+	# had cached. Here the backing is shared with a native mount (share=existing: no
+	# invalidation, 0.5 s caches), which swaps bob's directory in under a name alice's kernel
+	# still knows as her own. Moving it to another parent needs write access to it, which
+	# alice lacks: native ext4 refuses, and so must the view.
+	ensure_users
+	new_source rr
+	local N=$T_DIR/native A=$T_DIR/a
+	mkdir -p "$N"
+	mount -o acl "$LOOP" "$N" || die "native mount"
+	view noacl,share=existing "$LOOP" "$A"
+	mkdir -m 0777 "$N/p1" "$N/p2" "$N/p3"
+	as_user "$SFS_ALICE" mkdir "$N/p1/src" "$N/p1/mine"
+	as_user "$SFS_BOB" mkdir -m 0755 "$N/p1/bobs"
+	# the retry's own purpose: an ACL entry the view does not honour (alice: r-x on p3)
+	setfacl -m "u:$SFS_ALICE:r-x" "$N/p3" || die "setfacl"
+	assert_ok as_user "$SFS_ALICE" mv "$A/p1/mine" "$A/p3/"
+	assert_eq "$(id -u "$SFS_ALICE")" "$(stat -c %u "$N/p3/mine")" "alice's move allowed by mode bits landed"
+	# the race, made certain: alice's kernel caches p1/src, then the native side swaps
+	assert_ok "$PY" - "$N" "$A" "$SFS_ALICE" <<'EOF2'
+import os, pwd, subprocess, sys
+n, a, alice = sys.argv[1:4]
+pw = pwd.getpwnam(alice)
+def as_alice(*cmd):
+    return subprocess.run(["setpriv", "--reuid", str(pw.pw_uid), "--regid", str(pw.pw_gid),
+                           "--init-groups", "--"]
+                          + list(cmd), cwd="/", capture_output=True, text=True)
+r = as_alice("stat", "-c", "%U", a + "/p1/src")
+assert r.returncode == 0 and r.stdout.strip() == alice, r
+os.rename(n + "/p1/src", n + "/p1/was-src")
+os.rename(n + "/p1/bobs", n + "/p1/src")
+r = as_alice("mv", a + "/p1/src", a + "/p2/moved")
+print("mv:", r.returncode, r.stderr.strip())
+assert r.returncode != 0 and "Permission denied" in r.stderr, r
+assert os.path.isdir(n + "/p1/src") and not os.path.exists(n + "/p2/moved"), "bob's directory moved"
+EOF2
+	# what native ext4 answers for the same call
+	assert_fails_with "Permission denied" as_user "$SFS_ALICE" mv "$N/p1/src" "$N/p2/moved"
+}
+
 [[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"
