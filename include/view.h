@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "inode.h"
+#include "fuse_io.h"
 #include "options.h"
 
 struct sfs_daemon;
@@ -19,6 +20,7 @@ struct sfs_view {
 	struct sfs_daemon *d;
 	uint32_t slot;
 	struct fuse_session *se;
+	struct sfs_fuse_io fuse_io;     /* its /dev/fuse transport */
 	struct sfs_node *root;          /* pinned; the kernel calls it FUSE_ROOT_ID */
 	struct sfs_opts opts;
 	char mountpoint[PATH_MAX];

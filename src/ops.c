@@ -326,9 +326,10 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_attr(req, &st, v->attr_timeout);
 }
 
-/* A mode change whose only effect is clearing set-id bits is what the kernel sends before a
- * write, truncate or chown by a non-owner (libfuse 3.14 cannot take over killpriv); it must
- * succeed, so it is done with CAP_FOWNER. Any other chmod runs as the caller. */
+/* A mode change whose only effect is clearing set-id bits is what a kernel that did not take
+ * FUSE_HANDLE_KILLPRIV_V2 (fuse_io.h) sends before a write, truncate or chown by a
+ * non-owner; it must succeed, so it is done with CAP_FOWNER. Any other chmod runs as the
+ * caller. */
 static bool only_clears_setid(mode_t old, mode_t new)
 {
 	old &= 07777;
@@ -408,6 +409,19 @@ static int charge_chown(struct sfs_req *r, struct sfs_charge *c, struct held *h,
 	return charge(r, c, uid, gid, h->node->q.bytes, h->node->q.counted);
 }
 
+/* A SETATTR with nothing to set is either chown(f, -1, -1), for which ext4 stamps ctime,
+ * or, under FUSE_HANDLE_KILLPRIV_V2 (fuse_io.h), the kernel's notice before a write to a
+ * set-id file; the write itself then clears the bits on the backing, as the caller. Only
+ * the owner may stamp a set-id file (ext4 makes the chown a mode change): anyone else's
+ * EPERM is the notice's, and nothing is changed. Either way the bits may be gone a moment
+ * later, so the kernel is not let keep the attributes this reply carries. */
+static bool is_write_notice(int valid, int fd)
+{
+	struct stat st;
+
+	return !valid && stat_fd(fd, &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID));
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
                        struct fuse_file_info *fi)
 {
@@ -415,22 +429,24 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
 	struct sfs_charge c;
 	struct sfs_req r;
 	struct stat st;
+	bool notice = false;
 	int rc;
 
 	sfs_charge_begin(req_ledger(req), &c);
 	if ((rc = begin(req, &r)) || (rc = sfs_policy_modify(r.view)) || (rc = hold(r.view, ino, &h)))
 		goto out;
+	notice = is_write_notice(valid, h.fd);
 	if ((valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) && (rc = charge_chown(&r, &c, &h, attr, valid)))
 		goto out;
 	if ((valid & FUSE_SET_ATTR_MODE) && (rc = set_mode(&r, &h, attr->st_mode)))
 		goto out;
-	/* chown(f, -1, -1) arrives with nothing to set; ext4 still stamps ctime for it */
 	if (!valid || (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID | FUSE_SET_ATTR_CTIME))) {
 		uid_t uid = valid & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1;
 		gid_t gid = valid & FUSE_SET_ATTR_GID ? attr->st_gid : (gid_t)-1;
 		rc = BACKING(&r, fchownat(h.fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
-		if (rc)
+		if (rc && !(rc == -EPERM && notice))
 			goto out;
+		rc = 0;
 	}
 	if ((valid & FUSE_SET_ATTR_SIZE) && (rc = set_size(&r, &h, fi, attr->st_size)))
 		goto out;
@@ -454,7 +470,7 @@ out:
 	if (rc)
 		reply_err(req, rc);
 	else
-		fuse_reply_attr(req, &st, r.view->attr_timeout);
+		fuse_reply_attr(req, &st, notice ? 0 : r.view->attr_timeout);
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)

@@ -47,11 +47,15 @@ void sfs_view_set_caching(struct sfs_view *v, bool sole_writer)
 	v->keep_cache = sole_writer;
 }
 
+struct sfs_fuse_io *sfs_view_fuse_io(void *view)
+{
+	return &((struct sfs_view *)view)->fuse_io;
+}
+
 int sfs_view_start(struct sfs_view *v, int fuse_fd)
 {
 	char *argv[] = {"strictfs", NULL};
 	struct fuse_args args = FUSE_ARGS_INIT(1, argv);
-	char dev[32];
 	int rc;
 
 	pthread_mutex_init(&v->files_lock, NULL);
@@ -61,8 +65,7 @@ int sfs_view_start(struct sfs_view *v, int fuse_fd)
 		close(fuse_fd);
 		return -ENOMEM;
 	}
-	snprintf(dev, sizeof(dev), "/dev/fd/%d", fuse_fd);
-	if (fuse_session_mount(v->se, dev) != 0) {
+	if (sfs_fuse_io_attach(v->se, &v->fuse_io, fuse_fd) != 0) {
 		close(fuse_fd);
 		fuse_session_destroy(v->se);
 		v->se = NULL;

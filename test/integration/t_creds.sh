@@ -168,4 +168,20 @@ test_creds_root_keeps_root_power() {
 	done
 }
 
+test_creds_write_is_one_request() {
+	# The backing clears set-id bits and security.capability itself, as the caller, so the
+	# daemon takes that over from the kernel (FUSE_HANDLE_KILLPRIV_V2): a write is then one
+	# request, where the kernel would otherwise ask for security.capability before each.
+	noacl_and_acl_views onereq
+	local V before after
+	for V in "$A" "$B"; do
+		head -c 65536 /dev/zero >"$V/f"
+		before=$(view_field "$V" .requests)
+		assert_ok dd if=/dev/zero of="$V/f" bs=4096 count=200 conv=notrunc status=none
+		after=$(view_field "$V" .requests)
+		log "${V##*/}: $((after - before)) requests for open + 200 writes"
+		assert_lt $((after - before)) 230 "${V##*/}: 200 writes cost about 200 requests"
+	done
+}
+
 [[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"
