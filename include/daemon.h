@@ -36,6 +36,7 @@ struct sfs_daemon {
 	struct sfs_backing backing;
 	ino_t backing_root_ino;          /* where the admin state /.strictfs lives */
 	struct sfs_itab itab;
+	size_t itab_peak;                /* most nodes since memory was last given back */
 	struct sfs_fdcache fdc;
 	struct sfs_opts in_force;        /* first view's options: superblock-only and share */
 	pthread_rwlock_t views_lock;     /* readers: notifiers; writer: add/remove a view */

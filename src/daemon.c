@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <malloc.h>
 #include <fcntl.h>
 #include <linux/nsfs.h>
 #include <linux/openat2.h>
@@ -818,6 +819,21 @@ static void unmount_unreachable_views(struct sfs_daemon *d)
 	}
 }
 
+/* Nodes the kernels forgot leave their memory in malloc's arenas. After a large drop (the
+ * kernels let go of many inodes at once: memory pressure, drop_caches, a big rm) it goes back
+ * to the system, so the daemon's size follows the files in use, not those it once saw. */
+static void give_back_forgotten_nodes(struct sfs_daemon *d)
+{
+	size_t n = sfs_itab_count(&d->itab);
+
+	if (n > d->itab_peak) {
+		d->itab_peak = n;
+	} else if (d->itab_peak - n >= 10000 && n < d->itab_peak / 2) {
+		malloc_trim(0);
+		d->itab_peak = n;
+	}
+}
+
 static void control_loop(struct sfs_daemon *d)
 {
 	long long last_check = 0;
@@ -841,6 +857,7 @@ static void control_loop(struct sfs_daemon *d)
 		now = now_ms();
 		if (d->nviews && now - last_check >= NAMESPACE_CHECK_MS) {
 			unmount_unreachable_views(d);
+			give_back_forgotten_nodes(d);
 			last_check = now;
 		}
 		if (pf[2].revents & (POLLPRI | POLLERR))

@@ -4,15 +4,20 @@
 # remembers (SPEC §4.2), also when it acts as an unprivileged caller.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+_rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
+_nodes_below() { (($(daemon_field "$1" .cache.inodes) < $2)); }
+_rss_below() { (($(_rss_kb "$1") < $2)); }
+
 test_slow_walk_100k_files() {
 	mkimg walk -N 160000
 	IMG=$REPLY
-	local V=$T_DIR/v pid n limit fds
+	local V=$T_DIR/v pid n limit fds rss_idle
 	mkdir -p "$V"
 	# The daemon is started by this mount and inherits the limit.
 	(ulimit -n 1024 && exec "$STRICTFS" mount "$IMG" "$V") || die "strictfs mount under ulimit -n 1024"
 	pid=$(view_pid "$V")
 	[[ -n $pid ]] || die "no daemon for $V"
+	rss_idle=$(_rss_kb "$pid")
 	limit=$(awk '/^Max open files/ { print $4 }' "/proc/$pid/limits")
 	assert_eq 1024 "$limit" "daemon runs with a soft limit of 1024 descriptors"
 
@@ -49,6 +54,21 @@ EOF
 	assert_ok pid_alive "$pid"
 	fds=$(ls "/proc/$pid/fd" | wc -l)
 	assert_lt "$fds" 1024 "daemon holds $fds descriptors"
+
+	# memory follows the inodes the kernel remembers: at most 1 KiB a node, given back once
+	# the kernel forgets them
+	local nodes rss per
+	nodes=$(daemon_field "$V" .cache.inodes)
+	rss=$(_rss_kb "$pid")
+	per=$(((rss - rss_idle) * 1024 / nodes))
+	log "daemon: $nodes nodes, RSS $rss kB (idle $rss_idle kB): $per bytes a node"
+	assert_gt "$nodes" 50000 "the kernel remembers most of the files"
+	assert_lt "$per" 1024 "a node costs under 1 KiB"
+	sync
+	echo 2 >/proc/sys/vm/drop_caches
+	assert_ok wait_until 20 _nodes_below "$V" 1000
+	assert_ok wait_until 10 _rss_below "$pid" $((rss_idle + (rss - rss_idle) / 2))
+	log "after the kernel forgot them: $(daemon_field "$V" .cache.inodes) nodes, RSS $(_rss_kb "$pid") kB"
 	assert_ok sfs_umount "$V"
 	assert_ok pid_gone "$pid"
 	assert_ok wait_until 3 no_loop_for "$IMG"
