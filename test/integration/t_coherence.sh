@@ -198,11 +198,9 @@ test_coherence_ctime_and_mtime_after_write() {
 	assert_ne 1000000000 "$(stat -c %Y "$B/f")" "B sees the mtime of the write"
 }
 
-
-test_open_file_unlinked_elsewhere_keeps_its_attributes() {
-	# stress-ng's hdd stressor found it: fstat carries no file handle to the daemon, so an open
-	# file whose last name went through another view must stay reachable however many other
-	# nodes pass through the daemon's descriptor cache (1024 descriptors: a cache of 256).
+# small_cache_views: view A served by a daemon limited to 1024 descriptors (a node cache of
+# 256, so that a test can push nodes out of it), and view B of the same source.
+small_cache_views() {
 	new_source coh
 	A=$T_DIR/a
 	B=$T_DIR/b
@@ -210,6 +208,13 @@ test_open_file_unlinked_elsewhere_keeps_its_attributes() {
 	(ulimit -n 1024 && exec "$STRICTFS" mount "$LOOP" "$A") || die "strictfs mount under ulimit -n 1024"
 	view_pid "$A" >/dev/null
 	view "" "$LOOP" "$B"
+}
+
+test_open_file_unlinked_elsewhere_keeps_its_attributes() {
+	# stress-ng's hdd stressor found it: fstat carries no file handle to the daemon, so an open
+	# file whose last name went through another view must stay reachable however many other
+	# nodes pass through the daemon's descriptor cache (1024 descriptors: a cache of 256).
+	small_cache_views
 	assert_ok "$PY" - "$A" "$B" <<'EOF2'
 import os, sys
 a, b = sys.argv[1], sys.argv[2]
@@ -235,13 +240,7 @@ test_inode_number_reused_is_a_new_object() {
 	# cached descriptor is let go, ext4 frees the inode and gives its number to a new directory.
 	# That one must get a node of its own: not the old node, whose file handle names the dead
 	# inode (ESTALE later) and which A's kernel still knows as the dead directory.
-	new_source coh
-	A=$T_DIR/a
-	B=$T_DIR/b
-	mkdir -p "$A" "$B"
-	(ulimit -n 1024 && exec "$STRICTFS" mount "$LOOP" "$A") || die "strictfs mount under ulimit -n 1024"
-	view_pid "$A" >/dev/null
-	view "" "$LOOP" "$B"
+	small_cache_views
 	assert_ok "$PY" - "$A" "$B" <<'EOF2'
 import os, sys
 a, b = sys.argv[1], sys.argv[2]
