@@ -89,6 +89,25 @@ except OSError as e:
 EOF
 }
 
+# start_writers V W: an fsyncing writer of V/log (lines it has fsynced in T_DIR/acked, its
+# end in T_DIR/dw.out) and a bulk writer in W (T_DIR/bw.out), for 30 s; returns once the first
+# line is fsynced and a second of load has passed. Their pids in dw and bw.
+start_writers() {
+	durable_writer "$1/log" "$T_DIR/acked" 30 >"$T_DIR/dw.out" &
+	dw=$!
+	bulk_writer "$2" 30 >"$T_DIR/bw.out" &
+	bw=$!
+	wait_until 10 test -s "$T_DIR/acked" || die "the writer did not start"
+	sleep 1
+}
+
+# writers_ended: both writers of start_writers end soon (nothing hangs)
+writers_ended() {
+	assert_ok wait_until 10 pid_gone "$dw"
+	assert_ok wait_until 10 pid_gone "$bw"
+	wait "$dw" "$bw" 2>/dev/null
+}
+
 # every fsynced line is in FILE, in order
 acked_lines_present() { # FILE ACKED
 	local n
@@ -141,18 +160,11 @@ test_faults_sigkill_under_write_load() {
 	view "" "$LOOP" "$V"
 	view noacl "$LOOP" "$W"
 	pid=$(view_pid "$V")
-	durable_writer "$V/log" "$T_DIR/acked" 30 >"$T_DIR/dw.out" &
-	dw=$!
-	bulk_writer "$W" 30 >"$T_DIR/bw.out" &
-	bw=$!
-	wait_until 10 test -s "$T_DIR/acked" || die "the writer did not start"
-	sleep 1
+	start_writers "$V" "$W"
 	assert_ok kill -KILL "$pid"
 	assert_ok wait_daemon_gone "$pid" 5
 	# fail fast: the writers end with ENOTCONN, nothing hangs
-	assert_ok wait_until 10 pid_gone "$dw"
-	assert_ok wait_until 10 pid_gone "$bw"
-	wait "$dw" "$bw" 2>/dev/null
+	writers_ended
 	# a request in flight when the connection dies gets ECONNABORTED, later ones ENOTCONN
 	assert_contains "ENOTCONN ECONNABORTED" "$(cat "$T_DIR/dw.out")" "the fsyncing writer failed fast"
 	assert_contains "ENOTCONN ECONNABORTED" "$(cat "$T_DIR/bw.out")" "the bulk writer failed fast"
@@ -212,17 +224,10 @@ test_faults_sigterm_under_write_load() {
 	reaper_mount "$T_DIR/reaper" "$LOOP" "$V"
 	view noacl "$LOOP" "$W"
 	pid=$(view_pid "$V")
-	durable_writer "$V/log" "$T_DIR/acked" 30 >"$T_DIR/dw.out" &
-	dw=$!
-	bulk_writer "$W" 30 >"$T_DIR/bw.out" &
-	bw=$!
-	wait_until 10 test -s "$T_DIR/acked" || die "the writer did not start"
-	sleep 1
+	start_writers "$V" "$W"
 	assert_ok kill -TERM "$pid"
 	assert_ok wait_daemon_gone "$pid" 15
-	assert_ok wait_until 10 pid_gone "$dw"
-	assert_ok wait_until 10 pid_gone "$bw"
-	wait "$dw" "$bw" 2>/dev/null
+	writers_ended
 	log "writers ended with: $(cat "$T_DIR/dw.out") $(cat "$T_DIR/bw.out")"
 	assert_ok wait_until 5 grep -q '^exit ' "$T_DIR/reaper"
 	assert_eq "exit 0" "$(grep '^exit ' "$T_DIR/reaper")" "the daemon exited 0"
