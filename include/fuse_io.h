@@ -13,7 +13,7 @@
 
 struct sfs_fuse_io {
 	_Atomic uint64_t init_unique;  /* the INIT request's id, 0 until it has been read */
-	atomic_bool killpriv_v2;       /* the kernel offered it, and the reply asked for it */
+	atomic_bool killpriv_v2;       /* the kernel offered FUSE_HANDLE_KILLPRIV_V2 */
 };
 
 struct fuse_session;

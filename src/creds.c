@@ -170,8 +170,6 @@ void sfs_priv_end(void)
 	tc.saved_ok = false;
 }
 
-/* Capabilities held in another user namespace (an unprivileged `unshare -U` has them all)
- * are no privilege over the backing. */
 static bool caller_in_group(gid_t gid)
 {
 	if (gid == tc.gid)
@@ -197,6 +195,8 @@ bool sfs_mode_allows(const struct stat *st, int mask)
 	return (mask & ~bits & 7) == 0;
 }
 
+/* Capabilities held in another user namespace (an unprivileged `unshare -U` has them all)
+ * are no privilege over the backing. */
 bool sfs_pid_has_sys_admin(pid_t pid)
 {
 	char path[64], line[256];

@@ -6,10 +6,10 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <malloc.h>
 #include <fcntl.h>
 #include <linux/nsfs.h>
 #include <linux/openat2.h>
+#include <malloc.h>
 #include <poll.h>
 #include <sched.h>
 #include <pthread.h>

@@ -2,7 +2,6 @@
 #define FUSE_USE_VERSION 314
 #include "fuse_io.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
 #include <fuse_lowlevel.h>
@@ -36,20 +35,17 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *view)
 	uint64_t unique = atomic_load(&io->init_unique);
 
 	if (unique && count == 2 && iov[0].iov_len == sizeof(*out) && out->unique == unique &&
-	    out->error == 0 && iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + 4) {
+	    out->error == 0 && iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + 4 &&
+	    iov[1].iov_len <= sizeof(struct fuse_init_out)) {
 		struct fuse_init_out init;
-		size_t len = iov[1].iov_len < sizeof(init) ? iov[1].iov_len : sizeof(init);
-		struct iovec patched[2] = {iov[0], {&init, len}};
+		struct iovec patched[2] = {iov[0], {&init, iov[1].iov_len}};
 
-		memset(&init, 0, sizeof(init));
-		memcpy(&init, iov[1].iov_base, len);
 		atomic_store(&io->init_unique, 0);
-		if (init.major == FUSE_KERNEL_VERSION && atomic_load(&io->killpriv_v2) &&
-		    iov[1].iov_len <= sizeof(init)) {
+		memcpy(&init, iov[1].iov_base, iov[1].iov_len);
+		if (init.major == FUSE_KERNEL_VERSION && atomic_load(&io->killpriv_v2)) {
 			init.flags |= FUSE_HANDLE_KILLPRIV_V2;
 			return writev(fd, patched, 2);
 		}
-		atomic_store(&io->killpriv_v2, false);
 	}
 	return writev(fd, iov, count);
 }

@@ -1048,6 +1048,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 {
 	struct fuse_entry_param e;
 	char buf[NAME_MAX + 1];
+	struct sfs_node *node = NULL;
 	struct sfs_charge c;
 	struct held p = {0};
 	struct sfs_req r;
@@ -1080,15 +1081,16 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	proc_path(path, fd);
 	rc = open(path, O_PATH | O_CLOEXEC);
 	rc = rc < 0 ? -errno : entry_from_fd(r.view, p.node, rc, &e);
-	if (!rc && made)
-		sfs_quota_created(ledger(&r), sfs_node_of(r.view, e.ino), &e.attr, p.node, p.fd);
-	else if (!rc)
-		sfs_quota_sync(ledger(&r), sfs_node_of(r.view, e.ino), NULL, fd); /* O_TRUNC */
+	node = rc ? NULL : sfs_node_of(r.view, e.ino);
+	if (node && made)
+		sfs_quota_created(ledger(&r), node, &e.attr, p.node, p.fd);
+	else if (node)
+		sfs_quota_sync(ledger(&r), node, NULL, fd); /* O_TRUNC */
 	sfs_quota_sync(ledger(&r), p.node, NULL, p.fd); /* the directory may have grown */
 	sfs_coh_name(r.view, p.node, name);
 	sfs_coh_attr(r.view, p.node);
 	sfs_coh_flush(r.view);
-	if (!rc && (rc = new_file(r.view, sfs_node_of(r.view, e.ino), fd, fi)))
+	if (!rc && (rc = new_file(r.view, node, fd, fi)))
 		fd = -1;
 out:
 	sfs_charge_end(&c);

@@ -211,9 +211,9 @@ small_cache_views() {
 }
 
 test_open_file_unlinked_elsewhere_keeps_its_attributes() {
-	# stress-ng's hdd stressor found it: fstat carries no file handle to the daemon, so an open
-	# file whose last name went through another view must stay reachable however many other
-	# nodes pass through the daemon's descriptor cache (1024 descriptors: a cache of 256).
+	# fstat carries no file handle to the daemon, so an open file whose last name went through
+	# another view must stay reachable however many other nodes pass through the daemon's
+	# descriptor cache (an open file holds its node's descriptor).
 	small_cache_views
 	assert_ok "$PY" - "$A" "$B" <<'EOF2'
 import os, sys
