@@ -5,14 +5,24 @@
 #define SFS_BACKING_H
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
 #include "options.h"
 
+/* A clone of the backing mount with other per-mount flags (see sfs_backing_flavour). */
+struct sfs_flavour {
+	unsigned attrs;            /* MOUNT_ATTR_* set on the clone */
+	int tree_fd;               /* the detached clone (open_tree) */
+	int fd;                    /* its root opened for real: a mount fd for open_by_handle_at */
+};
+
+#define SFS_MAX_FLAVOURS 8
+
 struct sfs_backing {
-	int root_fd;               /* the backing's root directory (a detached mount) */
+	int root_fd;               /* the backing's root directory (a detached mount, noatime) */
 	int loop_fd;               /* loop device strictfs attached, or -1 */
 	int dev_fd;                /* the block device, read-only, for superblock reads */
 	bool loop_attached;        /* strictfs attached it (and so detaches it) */
@@ -26,6 +36,9 @@ struct sfs_backing {
 	char options[1024];        /* effective super options, read back from the kernel */
 	char uuid[64];
 	char existing_at[PATH_MAX]; /* share=existing: the mount served */
+	pthread_mutex_t flavours_lock;
+	size_t nflavours;
+	struct sfs_flavour flavours[SFS_MAX_FLAVOURS];
 };
 
 /* Sets up the backing of source (a block device or image file) for the first view's
@@ -33,6 +46,15 @@ struct sfs_backing {
  * failure (no mount, no loop device). */
 int sfs_backing_open(struct sfs_backing *b, const char *source, bool source_is_file,
                      const struct sfs_opts *o, char *err, size_t errlen);
+
+/* A mount fd (for open_by_handle_at) of a clone of the backing whose per-mount flags are
+ * MOUNT_ATTR_NOATIME, _STRICTATIME, _RELATIME (0), _NODIRATIME and _RDONLY as in attrs. A
+ * view opens its files and directories through the clone with its own flags, so the kernel
+ * applies the view's atime rule and ro to every access exactly as on a native mount, while the
+ * backing itself is noatime and the daemon's own reads (scans, fold indexes) change nothing.
+ * Clones are made once per set of flags and live as long as the backing. Returns the fd, or
+ * -errno. */
+int sfs_backing_flavour(struct sfs_backing *b, unsigned attrs);
 
 /* Releases the superblock and detaches a loop device strictfs attached. */
 void sfs_backing_close(struct sfs_backing *b);

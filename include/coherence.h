@@ -30,6 +30,11 @@ void sfs_coh_own_entry(struct sfs_view *origin, struct sfs_node *parent, const c
  * included (without waiting for that one). */
 void sfs_coh_spelling(struct sfs_view *origin, struct sfs_node *parent, const char *name);
 
+/* The origin view's own cached pages of [off, off+len) of n, dropped at once from the calling
+ * handler (a data invalidation takes no lock a request of the view holds while it waits for
+ * the daemon; dirty pages in the range are written back by other workers first). */
+void sfs_coh_own_data(struct sfs_view *origin, struct sfs_node *n, off_t off, off_t len);
+
 /* Waits (bounded) until what this thread queued has been delivered. */
 void sfs_coh_flush(struct sfs_view *origin);
 

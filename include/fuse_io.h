@@ -1,9 +1,12 @@
 /* A view's /dev/fuse transport (libfuse's custom I/O): the same read, writev and splice
- * libfuse would do, plus one rewrite of the INIT reply. libfuse 3.14 cannot ask for
- * FUSE_HANDLE_KILLPRIV_V2 (3.17 can); the daemon wants it because every backing call is made
- * as the caller, so the backing already clears set-id bits and security.capability exactly
- * as ext4 does for that caller, and with it the kernel stops asking for security.capability
- * before every write (one round trip per write; it marks the superblock SB_NOSEC). */
+ * libfuse would do, plus one rewrite of the INIT reply, which adds flags libfuse 3.14 cannot
+ * ask for (3.17 can) where the kernel offers them:
+ * - FUSE_HANDLE_KILLPRIV_V2: every backing call is made as the caller, so the backing already
+ *   clears set-id bits and security.capability exactly as ext4 does for that caller, and with
+ *   it the kernel stops asking for security.capability before every write (one round trip per
+ *   write; it marks the superblock SB_NOSEC).
+ * - FUSE_DIRECT_IO_ALLOW_MMAP: files a view opens with FOPEN_DIRECT_IO (strictatime views,
+ *   where every read must reach the backing) can still be mapped shared. */
 #ifndef SFS_FUSE_IO_H
 #define SFS_FUSE_IO_H
 
@@ -13,7 +16,7 @@
 
 struct sfs_fuse_io {
 	_Atomic uint64_t init_unique;  /* the INIT request's id, 0 until it has been read */
-	atomic_bool killpriv_v2;       /* the kernel offered FUSE_HANDLE_KILLPRIV_V2 */
+	_Atomic uint64_t offered;      /* the INIT flags the kernel offered (flags2 above bit 32) */
 };
 
 struct fuse_session;

@@ -91,4 +91,9 @@ size_t sfs_itab_views_of(struct sfs_itab *t, struct sfs_node *node, uint32_t *vi
 
 size_t sfs_itab_count(struct sfs_itab *t);
 
+/* open_by_handle_at of the node's backing object relative to mount_fd (the backing or a
+ * clone of it: the new descriptor belongs to that mount). Needs CAP_DAC_READ_SEARCH, which
+ * the caller raises. Returns the descriptor, or -1 with errno set. */
+int sfs_node_open(const struct sfs_node *n, int mount_fd, int flags);
+
 #endif

@@ -13,10 +13,17 @@
 #include <sys/types.h>
 
 struct sfs_view;
+struct sfs_opts;
 struct sfs_node;
 struct sfs_charge;
 
 enum sfs_xattr_op { SFS_XATTR_GET, SFS_XATTR_SET, SFS_XATTR_REMOVE };
+
+/* How the view's kernel may cache what one open reads, from the most to the least caching:
+ * keep the pages it has, drop them at this open (the first read then reaches the daemon),
+ * or cache nothing (every read reaches the daemon: FOPEN_DIRECT_IO for a file, no listing
+ * cache for a directory). */
+enum sfs_cache_use { SFS_CACHE_KEEP, SFS_CACHE_DROP, SFS_CACHE_NONE };
 
 /* What a policy needs to know about one request. */
 struct sfs_req {
@@ -65,9 +72,13 @@ struct sfs_policy {
 	/* After a change whose cost could not be known beforehand (an xattr): whether the
 	 * view's limits still hold for c's ids; 0 or -EDQUOT (the caller then undoes it). */
 	int (*within)(const struct sfs_req *r, struct sfs_charge *c);
-	/* Extra open(2) flags for a backing file or directory about to be opened (O_NOATIME
-	 * when the view's atime rule says this open must not touch atime). */
-	int (*open_flags)(const struct sfs_view *v, const struct stat *st);
+	/* Per-mount flags (MOUNT_ATTR_*) of the clone of the backing the view opens its files
+	 * and directories through (backing.h, sfs_backing_flavour): the kernel then applies
+	 * them to every access as on a native mount. */
+	unsigned (*mount_attrs)(const struct sfs_opts *o);
+	/* How the kernel may cache what an open of the object st reads: an access the kernel
+	 * answers from its cache never reaches the backing (atime). */
+	enum sfs_cache_use (*open_cache)(const struct sfs_view *v, const struct stat *st);
 };
 
 extern const struct sfs_policy sfs_policy_acl;
@@ -99,6 +110,7 @@ int sfs_policy_resolve(const struct sfs_view *v, const struct sfs_node *dir, int
 int sfs_policy_peek(const struct sfs_view *v, const struct sfs_node *dir, const char *name,
                     char *out, size_t outlen, bool *exact);
 unsigned sfs_policy_inode_flags(const struct sfs_view *v, mode_t type);
-int sfs_policy_open_flags(const struct sfs_view *v, const struct stat *st);
+unsigned sfs_policy_mount_attrs(const struct sfs_opts *o);
+enum sfs_cache_use sfs_policy_open_cache(const struct sfs_view *v, const struct stat *st);
 
 #endif

@@ -38,6 +38,9 @@ struct sfs_view {
 	double attr_timeout;
 	double negative_timeout;        /* 0 in casefold views: another spelling may appear */
 	bool keep_cache;                /* page cache survives open(): others' writes are notified */
+	/* The clone of the backing mount with the view's flags (atime rule, ro) that its files
+	 * and directories are opened through, a mount fd for open_by_handle_at (backing.h). */
+	atomic_int open_mnt;
 	int qroot;                      /* quota root slot of a subdir view with size=/inodes=, or -1 */
 	pthread_mutex_t files_lock;     /* guards files */
 	struct sfs_file *files;         /* open files, for those whose RELEASE never comes */

@@ -252,8 +252,7 @@ static int mount_exclusive(struct sfs_backing *b, const struct sfs_opts *o, char
 		return -EIO;
 	}
 	mfd = fsmount(fsfd, FSMOUNT_CLOEXEC,
-	              MOUNT_ATTR_STRICTATIME | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID |
-	                      MOUNT_ATTR_NOEXEC);
+	              MOUNT_ATTR_NOATIME | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
 	rc = -errno;
 	close(fsfd);
 	if (mfd < 0) {
@@ -267,7 +266,7 @@ static int mount_exclusive(struct sfs_backing *b, const struct sfs_opts *o, char
 
 static int clone_existing(struct sfs_backing *b, char *err, size_t errlen)
 {
-	struct mount_attr attr = {.attr_set = MOUNT_ATTR_STRICTATIME, .attr_clr = MOUNT_ATTR__ATIME};
+	struct mount_attr attr = {.attr_set = MOUNT_ATTR_NOATIME, .attr_clr = MOUNT_ATTR__ATIME};
 	int fd;
 
 	/* the superblock's options as the kernel reports them for the existing mount */
@@ -283,8 +282,13 @@ static int clone_existing(struct sfs_backing *b, char *err, size_t errlen)
 		sfs_errf(err, errlen, b->existing_at, "open_tree: %s", strerror(e));
 		return -e;
 	}
-	/* the clone is ours alone: its atime rule is the daemon's (policy/atime.c) */
-	mount_setattr(fd, "", AT_EMPTY_PATH, &attr, sizeof(attr));
+	/* the clone is ours alone: the daemon's own reads change no atime (sfs_backing_flavour) */
+	if (mount_setattr(fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
+		int e = errno;
+		close(fd);
+		sfs_errf(err, errlen, b->existing_at, "mount_setattr: %s", strerror(e));
+		return -e;
+	}
 	b->root_fd = fd;
 	b->mode = SFS_SHARE_EXISTING;
 	return 0;
@@ -397,6 +401,7 @@ int sfs_backing_open(struct sfs_backing *b, const char *source, bool source_is_f
 
 	memset(b, 0, sizeof(*b));
 	b->root_fd = b->loop_fd = b->dev_fd = -1;
+	pthread_mutex_init(&b->flavours_lock, NULL);
 	if (source_is_file) {
 		if ((rc = loop_attach(b, source, err, errlen)))
 			return rc;
@@ -442,8 +447,49 @@ fail:
 	return rc;
 }
 
+static int make_flavour(struct sfs_backing *b, unsigned attrs, struct sfs_flavour *f)
+{
+	struct mount_attr attr = {.attr_set = attrs, .attr_clr = MOUNT_ATTR__ATIME};
+
+	f->attrs = attrs;
+	f->fd = -1;
+	f->tree_fd = open_tree(b->root_fd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH | OPEN_TREE_CLOEXEC);
+	if (f->tree_fd < 0)
+		return -errno;
+	if (mount_setattr(f->tree_fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0 ||
+	    (f->fd = openat(f->tree_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		int e = errno;
+		close(f->tree_fd);
+		return -e;
+	}
+	return 0;
+}
+
+int sfs_backing_flavour(struct sfs_backing *b, unsigned attrs)
+{
+	int rc = -EMFILE;
+
+	pthread_mutex_lock(&b->flavours_lock);
+	for (size_t i = 0; i < b->nflavours; i++)
+		if (b->flavours[i].attrs == attrs) {
+			rc = b->flavours[i].fd;
+			goto out;
+		}
+	if (b->nflavours < SFS_MAX_FLAVOURS &&
+	    !(rc = make_flavour(b, attrs, &b->flavours[b->nflavours])))
+		rc = b->flavours[b->nflavours++].fd;
+out:
+	pthread_mutex_unlock(&b->flavours_lock);
+	return rc;
+}
+
 void sfs_backing_close(struct sfs_backing *b)
 {
+	for (size_t i = 0; i < b->nflavours; i++) {
+		close(b->flavours[i].fd);
+		close(b->flavours[i].tree_fd);
+	}
+	b->nflavours = 0;
 	if (b->root_fd >= 0)
 		close(b->root_fd);
 	if (b->dev_fd >= 0)

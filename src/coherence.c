@@ -193,6 +193,11 @@ void sfs_coh_data(struct sfs_view *origin, struct sfs_node *n, off_t off, off_t 
 	queue_inode(origin, n, off, len);
 }
 
+void sfs_coh_own_data(struct sfs_view *origin, struct sfs_node *n, off_t off, off_t len)
+{
+	fuse_lowlevel_notify_inval_inode(origin->se, sfs_ino_of(origin, n), off, len);
+}
+
 void sfs_coh_name(struct sfs_view *origin, struct sfs_node *parent, const char *name)
 {
 	uint32_t slots[MAX_TARGETS];

@@ -34,6 +34,7 @@
 
 #include "coherence.h"
 #include "names.h"
+#include "policy.h"
 #include "control.h"
 #include "status.h"
 #include "util.h"
@@ -240,6 +241,17 @@ static int free_slot(struct sfs_daemon *d)
 	return -1;
 }
 
+/* The clone of the backing a view with options o opens through (backing.h): the mount fd,
+ * or -errno with the refusal in err. */
+static int view_flavour(struct sfs_daemon *d, const struct sfs_opts *o, char *err, size_t errlen)
+{
+	int fd = sfs_backing_flavour(&d->backing, sfs_policy_mount_attrs(o));
+
+	if (fd < 0)
+		sfs_errf(err, errlen, d->source, "cannot clone the backing mount: %s", strerror(-fd));
+	return fd;
+}
+
 /* A subdir view with size= or inodes= has its tree's usage kept apart (quota.h). */
 static int track_view_tree(struct sfs_daemon *d, struct sfs_view *v, const struct sfs_opts *o,
                            char *err, size_t errlen)
@@ -274,7 +286,7 @@ static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t
 	const char *optstr = sfs_msg_get(req, "options");
 	const char *src = sfs_msg_get(req, "source");
 	struct sfs_view *v = NULL;
-	int rc, slot;
+	int rc, slot, mnt;
 
 	if (!mp || !optstr || !src || !add_view_fds_ok(req) || strlen(mp) >= PATH_MAX ||
 	    strlen(src) >= PATH_MAX) {
@@ -290,6 +302,9 @@ static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t
 		goto fail;
 	if ((rc = admissible(d, &v->opts, err, errlen)))
 		goto fail;
+	if ((rc = mnt = view_flavour(d, &v->opts, err, errlen)) < 0)
+		goto fail;
+	atomic_store(&v->open_mnt, mnt);
 	if ((slot = free_slot(d)) < 0) {
 		rc = -EMFILE;
 		goto fail;
@@ -349,7 +364,7 @@ static int remount_view(struct sfs_daemon *d, struct sfs_msg *req, unsigned long
 	const char *check = sfs_msg_get(req, "check");
 	struct sfs_view *v = NULL;
 	struct sfs_opts o;
-	int rc;
+	int rc, mnt;
 
 	if (!mp || !optstr || req->nfds != 1) {
 		sfs_errf(err, errlen, "control", "malformed remount request");
@@ -375,11 +390,14 @@ static int remount_view(struct sfs_daemon *d, struct sfs_msg *req, unsigned long
 		return -EROFS;
 	}
 	*flags = o.mount_flags;
+	if ((mnt = view_flavour(d, &o, err, errlen)) < 0)
+		return mnt;
 	if (check && !strcmp(check, "1"))
 		return 0;
 	if ((rc = track_view_tree(d, v, &o, err, errlen)))
 		return rc;
 	v->opts = o;
+	atomic_store(&v->open_mnt, mnt);
 	syslog(LOG_INFO, "%s: view at %s remounted (-o %s)", d->source, mp, optstr);
 	return 0;
 }

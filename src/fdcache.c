@@ -89,18 +89,11 @@ void sfs_fdcache_offer(struct sfs_fdcache *c, struct sfs_node *n, int fd)
 
 static int open_handle(struct sfs_fdcache *c, struct sfs_node *n)
 {
-	struct {
-		struct file_handle fh;
-		unsigned char data[SFS_HANDLE_MAX];
-	} h;
 	int fd;
 
-	h.fh.handle_bytes = n->handle_len;
-	h.fh.handle_type = n->handle_type;
-	memcpy(h.fh.f_handle, n->handle, n->handle_len);
 	/* open_by_handle_at needs CAP_DAC_READ_SEARCH, which the caller's fsuid dropped. */
 	sfs_priv_begin(SFS_PRIV_SEARCH);
-	fd = open_by_handle_at(c->mount_fd, &h.fh, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	fd = sfs_node_open(n, c->mount_fd, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		fd = -errno;
 	sfs_priv_end();

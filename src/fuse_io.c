@@ -10,6 +10,14 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+/* Newer than Debian 12's <linux/fuse.h> (protocol 7.39). */
+#ifndef FUSE_DIRECT_IO_ALLOW_MMAP
+#define FUSE_DIRECT_IO_ALLOW_MMAP (1ULL << 36)
+#endif
+
+/* What the INIT reply asks for beyond libfuse, where offered (see fuse_io.h). */
+static const uint64_t added_flags = FUSE_HANDLE_KILLPRIV_V2 | FUSE_DIRECT_IO_ALLOW_MMAP;
+
 static ssize_t io_read(int fd, void *buf, size_t len, void *view)
 {
 	struct sfs_fuse_io *io = sfs_view_fuse_io(view);
@@ -20,14 +28,18 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *view)
 	    in->opcode == FUSE_INIT &&
 	    !atomic_load(&io->init_unique)) {
 		const struct fuse_init_in *init = (const void *)(in + 1);
-		atomic_store(&io->killpriv_v2, (init->flags & FUSE_HANDLE_KILLPRIV_V2) != 0);
+		uint64_t offered = init->flags;
+		if ((init->flags & FUSE_INIT_EXT) &&
+		    n >= (ssize_t)(sizeof(*in) + offsetof(struct fuse_init_in, flags2) + 4))
+			offered |= (uint64_t)init->flags2 << 32;
+		atomic_store(&io->offered, offered);
 		atomic_store(&io->init_unique, in->unique);
 	}
 	return n;
 }
 
 /* The INIT reply: header, then fuse_init_out. Only a successful reply of the protocol this
- * kernel speaks (7.x) is changed, and only by adding the flag the kernel offered. */
+ * kernel speaks (7.x) is changed, and only by adding flags the kernel offered. */
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *view)
 {
 	struct sfs_fuse_io *io = sfs_view_fuse_io(view);
@@ -40,10 +52,18 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *view)
 		struct fuse_init_out init;
 		struct iovec patched[2] = {iov[0], {&init, iov[1].iov_len}};
 
+		uint64_t add = atomic_load(&io->offered) & added_flags;
+
 		atomic_store(&io->init_unique, 0);
 		memcpy(&init, iov[1].iov_base, iov[1].iov_len);
-		if (init.major == FUSE_KERNEL_VERSION && atomic_load(&io->killpriv_v2)) {
-			init.flags |= FUSE_HANDLE_KILLPRIV_V2;
+		if (add >> 32 && iov[1].iov_len < offsetof(struct fuse_init_out, flags2) + 4)
+			add &= 0xffffffffu; /* a reply too short to carry flags2 */
+		if (init.major == FUSE_KERNEL_VERSION && add) {
+			init.flags |= (uint32_t)add;
+			if (add >> 32) {
+				init.flags |= FUSE_INIT_EXT;
+				init.flags2 |= (uint32_t)(add >> 32);
+			}
 			return writev(fd, patched, 2);
 		}
 	}
@@ -74,6 +94,6 @@ int sfs_fuse_io_attach(struct fuse_session *se, struct sfs_fuse_io *io, int fd)
 	};
 
 	atomic_store(&io->init_unique, 0);
-	atomic_store(&io->killpriv_v2, false);
+	atomic_store(&io->offered, 0);
 	return fuse_session_custom_io(se, &ops, fd);
 }

@@ -142,6 +142,19 @@ static int make_node(int fd, const struct stat *st, struct sfs_node **out)
 	return 0;
 }
 
+int sfs_node_open(const struct sfs_node *n, int mount_fd, int flags)
+{
+	struct {
+		struct file_handle fh;
+		unsigned char data[SFS_HANDLE_MAX];
+	} h;
+
+	h.fh.handle_bytes = n->handle_len;
+	h.fh.handle_type = n->handle_type;
+	memcpy(h.fh.f_handle, n->handle, n->handle_len);
+	return open_by_handle_at(mount_fd, &h.fh, flags);
+}
+
 static bool same_handle(const struct sfs_node *a, const struct sfs_node *b)
 {
 	return a->handle_type == b->handle_type && a->handle_len == b->handle_len &&

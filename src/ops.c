@@ -37,6 +37,13 @@ struct sfs_file {
 	 * by its handle (ESTALE where ext4 answers). NULL when it could not be had. */
 	struct sfs_node *pinned;
 	bool direct; /* O_DIRECT: the backing wants aligned buffers, libfuse's are not */
+	/* The kernel's writeback of a mapped file's pages writes whole pages and a short tail at
+	 * the offsets they belong to, which an O_DIRECT descriptor refuses (EINVAL: the data is
+	 * lost) and an O_APPEND one puts at the end: those go through a twin descriptor without
+	 * either flag, opened at the first such write. -1 until then. */
+	bool needs_twin;
+	atomic_int twin;
+	atomic_llong atime; /* see atime_moved */
 	struct sfs_file *prev, *next; /* the view's open files, under files_lock */
 };
 
@@ -46,7 +53,12 @@ struct sfs_dir {
 	DIR *dp;
 	off_t offset;
 	struct dirent *entry;
+	atomic_llong atime; /* see atime_moved */
 };
+
+/* The atime an open file or directory last showed, in ns, or NO_ATIME where the view's reads
+ * never move it (noatime, ro). */
+#define NO_ATIME LLONG_MIN
 
 /* A node and its backing descriptor, held for one request. */
 struct held {
@@ -473,17 +485,59 @@ out:
 		fuse_reply_attr(req, &st, notice ? 0 : r.view->attr_timeout);
 }
 
+static long long atime_ns(const struct stat *st)
+{
+	return st->st_atim.tv_sec * 1000000000LL + st->st_atim.tv_nsec;
+}
+
+/* The atime an open of st starts from: NO_ATIME where the view's reads never move it. */
+static long long first_atime(const struct sfs_view *v, const struct stat *st)
+{
+	if (sfs_policy_mount_attrs(&v->opts) & (MOUNT_ATTR_NOATIME | MOUNT_ATTR_RDONLY))
+		return NO_ATIME;
+	return atime_ns(st);
+}
+
+/* After a read through fd of node's open file or directory: whether the read moved the
+ * atime (the view's rule let it). The other views then drop their cached attributes, as every
+ * mount of one native inode shows its new atime at once. One fstat per read, and only while
+ * other views exist. */
+static void atime_moved(struct sfs_view *v, struct sfs_node *n, int fd, atomic_llong *seen)
+{
+	struct stat st;
+	long long was = atomic_load(seen);
+
+	if (was == NO_ATIME || v->d->nviews < 2 || !n || fstat(fd, &st) < 0)
+		return;
+	if (atime_ns(&st) != was && atomic_compare_exchange_strong(seen, &was, atime_ns(&st)))
+		sfs_coh_attr(v, n);
+}
+
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	struct sfs_view *v = fuse_req_userdata(req);
 	char buf[PATH_MAX + 1];
 	struct held h = {0};
 	ssize_t n = -1;
-	int rc;
+	int rc, fd = -1;
 
+	/* through the view's clone of the backing: reading a symlink touches its atime by the
+	 * view's rule (the node's own descriptor, held meanwhile so that the inode stays, is on
+	 * the backing's noatime mount) */
 	if (!(rc = hold(v, ino, &h))) {
-		n = readlinkat(h.fd, "", buf, sizeof(buf));
+		sfs_priv_begin(SFS_PRIV_SEARCH);
+		fd = sfs_node_open(h.node, atomic_load(&v->open_mnt), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		rc = fd < 0 ? -errno : 0;
+		sfs_priv_end();
+	}
+	if (!rc) {
+		struct stat st;
+		atomic_llong seen = stat_fd(fd, &st) ? NO_ATIME : first_atime(v, &st);
+		n = readlinkat(fd, "", buf, sizeof(buf));
 		rc = n < 0 ? -errno : n >= (ssize_t)sizeof(buf) ? -ENAMETOOLONG : 0;
+		atime_moved(v, h.node, fd, &seen);
+		sfs_coh_flush(v);
+		close(fd);
 	}
 	unhold(v, &h);
 	if (rc) {
@@ -899,28 +953,25 @@ static int backing_open_flags(const struct sfs_view *v, int flags)
 	return flags | O_CLOEXEC;
 }
 
-static int open_node(struct sfs_req *r, struct held *h, int flags)
+/* Opens the node's backing file or directory for the view, through the view's clone of the
+ * backing mount (its atime rule and ro apply to what the descriptor reads), by handle; st gets
+ * the object's attributes. Only regular files and directories are opened (SPEC §4.2): a FIFO
+ * would block the worker, a device would bypass the view's nodev. The kernel has checked the
+ * caller's access on the view already, MAY_EXEC instead of MAY_READ for an exec (kernel-facts
+ * §8); CAP_DAC_READ_SEARCH, which the handle needs anyway, lets the backing take that check
+ * for reading, while a write is still checked as the caller. Returns the fd or -errno. */
+static int open_node(struct sfs_req *r, struct held *h, int flags, struct stat *st)
 {
-	char path[40];
-	struct stat st;
-	int rc = stat_fd(h->fd, &st);
+	int fd, rc = stat_fd(h->fd, st);
 
 	if (rc)
 		return rc;
-	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
-		return -EINVAL; /* only regular files and directories are reopened (SPEC §4.2) */
-	flags |= sfs_policy_open_flags(r->view, &st);
-	proc_path(path, h->fd);
-	if (flags & O_NOATIME) {
-		/* the view's atime rule, not the caller, asks for O_NOATIME: only the owner check
-		 * it brings is waived */
-		int fd;
-		sfs_priv_begin(SFS_PRIV_FOWNER);
-		fd = BACKING(r, open(path, flags));
-		sfs_priv_end();
-		return fd;
-	}
-	return BACKING(r, open(path, flags));
+	if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode))
+		return -EINVAL;
+	sfs_priv_begin(SFS_PRIV_SEARCH);
+	fd = BACKING(r, sfs_node_open(h->node, atomic_load(&r->view->open_mnt), flags | O_NOFOLLOW));
+	sfs_priv_end();
+	return fd;
 }
 
 /* Holds the node's O_PATH descriptor for the life of an open file; when the cache let it go
@@ -941,9 +992,20 @@ static bool pin_node(struct sfs_view *v, struct sfs_node *node, int fd)
 	return sfs_fd_get(&v->d->fdc, node) >= 0;
 }
 
-static int new_file(struct sfs_view *v, struct sfs_node *node, int fd, struct fuse_file_info *fi)
+/* How the view's kernel caches what the open file reads (policy.h, open_cache). */
+static void set_file_cache(struct sfs_view *v, const struct stat *st, struct fuse_file_info *fi)
+{
+	enum sfs_cache_use use = sfs_policy_open_cache(v, st);
+
+	fi->keep_cache = v->keep_cache && use == SFS_CACHE_KEEP;
+	fi->direct_io = use == SFS_CACHE_NONE && (fi->flags & O_ACCMODE) != O_WRONLY;
+}
+
+static int new_file(struct sfs_view *v, struct sfs_node *node, int fd, const struct stat *st,
+                    struct fuse_file_info *fi)
 {
 	struct sfs_file *f = malloc(sizeof(*f));
+	int flags = fcntl(fd, F_GETFL);
 
 	if (!f) {
 		close(fd);
@@ -951,7 +1013,10 @@ static int new_file(struct sfs_view *v, struct sfs_node *node, int fd, struct fu
 	}
 	f->fd = fd;
 	f->pinned = pin_node(v, node, fd) ? node : NULL;
-	f->direct = fcntl(fd, F_GETFL) & O_DIRECT;
+	f->direct = flags & O_DIRECT;
+	f->needs_twin = (flags & (O_DIRECT | O_APPEND)) && (flags & O_ACCMODE) != O_RDONLY;
+	atomic_init(&f->twin, -1);
+	atomic_init(&f->atime, first_atime(v, st));
 	pthread_mutex_lock(&v->files_lock);
 	f->prev = NULL;
 	f->next = v->files;
@@ -960,7 +1025,7 @@ static int new_file(struct sfs_view *v, struct sfs_node *node, int fd, struct fu
 	v->files = f;
 	pthread_mutex_unlock(&v->files_lock);
 	fi->fh = (uintptr_t)f;
-	fi->keep_cache = v->keep_cache;
+	set_file_cache(v, st, fi);
 	atomic_fetch_add(&v->open_files, 1);
 	return 0;
 }
@@ -978,6 +1043,8 @@ static void drop_file(struct sfs_view *v, struct sfs_file *f)
 	pthread_mutex_unlock(&v->files_lock);
 	if (f->pinned)
 		sfs_fd_put(&v->d->fdc, f->pinned);
+	if (atomic_load(&f->twin) >= 0)
+		close(atomic_load(&f->twin));
 	close(f->fd);
 	free(f);
 	atomic_fetch_sub(&v->open_files, 1);
@@ -994,6 +1061,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct held h = {0};
 	struct sfs_charge c = {0};
 	struct sfs_req r;
+	struct stat st;
 	int fd = -1, rc;
 
 	if (fi->flags & O_TRUNC)
@@ -1003,8 +1071,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))
 		if ((rc = sfs_policy_modify(r.view)))
 			goto out;
-	fd = open_node(&r, &h, backing_open_flags(r.view, fi->flags));
-	rc = fd < 0 ? fd : new_file(r.view, h.node, fd, fi);
+	fd = open_node(&r, &h, backing_open_flags(r.view, fi->flags), &st);
+	rc = fd < 0 ? fd : new_file(r.view, h.node, fd, &st, fi);
 	if (!rc && (fi->flags & O_TRUNC)) {
 		sfs_quota_sync(ledger(&r), h.node, NULL, h.fd);
 		sfs_coh_data(r.view, h.node, 0, 0);
@@ -1041,6 +1109,28 @@ static int open_raced(int dirfd, const char *name, int flags)
 	}
 	close(pfd);
 	return fd;
+}
+
+/* A file made by create is open on the backing's own mount, which updates no atime; where
+ * the view's reads through it would (its clone is not noatime), the open file moves to the
+ * view's clone. A file created write-only is never read through, and stays. Returns the
+ * descriptor to keep (fd is closed if another replaces it). */
+static int reopen_in_view(struct sfs_req *r, struct sfs_node *node, int fd, int flags)
+{
+	int nfd;
+
+	if ((flags & O_ACCMODE) == O_WRONLY ||
+	    (sfs_policy_mount_attrs(&r->view->opts) & (MOUNT_ATTR_NOATIME | MOUNT_ATTR_RDONLY)))
+		return fd;
+	flags = backing_open_flags(r->view, flags) & ~O_TRUNC;
+	sfs_priv_begin(SFS_PRIV_SEARCH);
+	nfd = sfs_node_open(node, atomic_load(&r->view->open_mnt), flags | O_NOFOLLOW);
+	nfd = nfd < 0 ? -errno : nfd;
+	sfs_priv_end();
+	if (nfd < 0)
+		return fd; /* the first descriptor still serves, only without atime */
+	close(fd);
+	return nfd;
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -1090,7 +1180,9 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	sfs_coh_name(r.view, p.node, name);
 	sfs_coh_attr(r.view, p.node);
 	sfs_coh_flush(r.view);
-	if (!rc && (rc = new_file(r.view, node, fd, fi)))
+	if (!rc)
+		fd = reopen_in_view(&r, node, fd, fi->flags);
+	if (!rc && (rc = new_file(r.view, node, fd, &e.attr, fi)))
 		fd = -1;
 out:
 	sfs_charge_end(&c);
@@ -1111,13 +1203,16 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
 	struct sfs_file *f = (struct sfs_file *)(uintptr_t)fi->fh;
+	struct sfs_view *v = fuse_req_userdata(req);
 	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
 
-	(void)ino;
 	buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 	buf.buf[0].fd = f->fd;
 	buf.buf[0].pos = off;
 	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+	/* the data was spliced straight into the reply: the other views learn of the new atime
+	 * just after the reader does */
+	atime_moved(v, sfs_node_of(v, ino), f->fd, &f->atime);
 }
 
 /* An O_DIRECT backing file takes only page-aligned memory: the request is gathered into an
@@ -1139,6 +1234,31 @@ static ssize_t write_direct(int fd, struct fuse_bufvec *in, off_t off)
 	return n;
 }
 
+/* The descriptor a write of the kernel's page cache goes to (see struct sfs_file): the
+ * file's own, or its twin without O_DIRECT and O_APPEND, reopened from it. The file is open
+ * for writing already, so the twin is opened with the DAC capabilities: it may be read-only
+ * by its mode by now, as an open file still writes. Returns the fd or -errno. */
+static int writeback_fd(struct sfs_file *f, bool writepage)
+{
+	int fd, none = -1;
+	char path[40];
+
+	if (!writepage || !f->needs_twin)
+		return f->fd;
+	if ((fd = atomic_load(&f->twin)) >= 0)
+		return fd;
+	proc_path(path, f->fd);
+	sfs_priv_begin(SFS_PRIV_DAC);
+	fd = open(path, (fcntl(f->fd, F_GETFL) & ~(O_DIRECT | O_APPEND | O_NOFOLLOW)) | O_CLOEXEC);
+	fd = fd < 0 ? -errno : fd;
+	sfs_priv_end();
+	if (fd >= 0 && !atomic_compare_exchange_strong(&f->twin, &none, fd)) {
+		close(fd); /* another writer's twin won */
+		fd = none;
+	}
+	return fd;
+}
+
 static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
                          struct fuse_file_info *fi)
 {
@@ -1149,22 +1269,27 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	struct sfs_charge c;
 	struct sfs_req r;
 	ssize_t n;
-	int rc;
+	int rc, fd;
 
 	sfs_charge_begin(req_ledger(req), &c);
 	/* as the caller: the backing clears set-id bits on write unless the writer may keep them */
 	if ((rc = begin(req, &r)) || !(node = sfs_node_of(r.view, ino)) ||
-	    (rc = charge_alloc(&r, &c, node, f->fd, off, size))) {
+	    (rc = charge_alloc(&r, &c, node, f->fd, off, size)) ||
+	    (rc = fd = writeback_fd(f, fi->writepage)) < 0) {
 		sfs_charge_end(&c);
 		reply_err(req, rc ? rc : -EINVAL);
 		return;
 	}
 	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-	out.buf[0].fd = f->fd;
+	out.buf[0].fd = fd;
 	out.buf[0].pos = off;
-	n = f->direct ? write_direct(f->fd, in, off) : fuse_buf_copy(&out, in, 0);
+	n = fd == f->fd && f->direct ? write_direct(fd, in, off) : fuse_buf_copy(&out, in, 0);
 	if (n > 0) {
 		sfs_quota_sync(ledger(&r), node, NULL, f->fd);
+		/* an O_DIRECT write the kernel completes asynchronously (AIO) leaves the writer's
+		 * own cached pages of the range as they were: they go now, before the answer */
+		if (f->direct && !fi->writepage)
+			sfs_coh_own_data(r.view, node, off, n);
 		sfs_coh_data(r.view, node, off, n);
 		sfs_coh_flush(r.view);
 	}
@@ -1205,14 +1330,18 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	enum sfs_cache_use use = SFS_CACHE_KEEP;
 	struct sfs_dir *d = NULL;
 	struct held h = {0};
 	struct sfs_req r;
+	struct stat st;
 	int fd = -1, rc;
 
 	if ((rc = begin(req, &r)) || (rc = hold(r.view, ino, &h)))
 		goto out;
-	fd = open_node(&r, &h, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = open_node(&r, &h, O_RDONLY | O_DIRECTORY | O_CLOEXEC, &st);
+	if (fd >= 0)
+		use = sfs_policy_open_cache(r.view, &st);
 	if ((rc = fd < 0 ? fd : 0))
 		goto out;
 	rc = -ENOMEM;
@@ -1226,14 +1355,15 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	}
 	d->fd = fd;
 	d->node = h.node;
+	atomic_init(&d->atime, first_atime(r.view, &st));
 	fd = -1;
 	rc = 0;
 	fi->fh = (uintptr_t)d;
-	fi->keep_cache = r.view->keep_cache;
+	fi->keep_cache = r.view->keep_cache && use == SFS_CACHE_KEEP;
 	/* the kernel keeps the listing while the daemon is the only writer: every change of the
 	 * directory's names through any view invalidates it in the others (coherence.c), and
 	 * the kernel drops it itself on its own view's changes and when the mtime moves */
-	fi->cache_readdir = r.view->keep_cache;
+	fi->cache_readdir = r.view->keep_cache && use != SFS_CACHE_NONE;
 out:
 	unhold(r.view, &h);
 	if (fd >= 0)
@@ -1323,6 +1453,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset
 	/* an error after some entries is reported on the next call, as getdents does */
 	if (rc && rem < size)
 		rc = 0;
+	atime_moved(r.view, dir, d->fd, &d->atime);
+	sfs_coh_flush(r.view);
 out:
 	if (rc)
 		reply_err(req, rc);

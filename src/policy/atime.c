@@ -1,9 +1,15 @@
-/* Access times per view (noatime, relatime, strictatime, nodiratime). FUSE sends no atime
- * updates, so atime is what the backing does when the daemon reads. The backing is mounted
- * strictatime, and each open of a backing file or directory for a view whose rule says
- * "no update now" adds O_NOATIME: relatime's rule is that of fs/inode.c
- * (relatime_need_update): update when atime is not newer than mtime or ctime, or a day old. */
-#include <fcntl.h>
+/* Access times per view (noatime, relatime, strictatime, nodiratime; ro updates none). FUSE
+ * keeps no atime of its own (its inodes are S_NOATIME), so atime is what the backing does
+ * when the daemon reads. The view's rule is applied by the kernel itself: the view opens its
+ * files and directories through a clone of the backing mount carrying the view's flags
+ * (backing.h, sfs_backing_flavour), so every read that reaches the backing counts exactly as
+ * on a native mount with those flags. What is left is the view's own cache: a read the
+ * kernel answers from it never reaches the backing. So where an access would update atime
+ * now, the cache must not answer it: a strictatime view caches nothing it reads, a relatime
+ * view drops its pages at an open when the update is due (relatime_need_update, fs/inode.c:
+ * atime not newer than mtime or ctime, or a day old); after that first read it is not due
+ * until the object changes. */
+#include <sys/mount.h>
 #include <time.h>
 
 #include "policy.h"
@@ -21,21 +27,32 @@ static bool relatime_wants_update(const struct stat *st)
 	return time(NULL) - st->st_atim.tv_sec >= 24 * 60 * 60;
 }
 
-static int atime_open_flags(const struct sfs_view *v, const struct stat *st)
+static unsigned atime_mount_attrs(const struct sfs_opts *o)
 {
-	if (S_ISDIR(st->st_mode) && v->opts.nodiratime)
-		return O_NOATIME;
-	switch (v->opts.atime) {
+	unsigned attrs = o->nodiratime ? MOUNT_ATTR_NODIRATIME : 0;
+
+	switch (o->atime) {
 	case SFS_ATIME_NOATIME:
-		return O_NOATIME;
+		return attrs | MOUNT_ATTR_NOATIME;
 	case SFS_ATIME_STRICT:
-		return 0;
+		return attrs | MOUNT_ATTR_STRICTATIME;
 	default:
-		return relatime_wants_update(st) ? 0 : O_NOATIME;
+		return attrs | MOUNT_ATTR_RELATIME;
 	}
+}
+
+static enum sfs_cache_use atime_open_cache(const struct sfs_view *v, const struct stat *st)
+{
+	if (v->opts.ro || v->opts.atime == SFS_ATIME_NOATIME ||
+	    (S_ISDIR(st->st_mode) && v->opts.nodiratime))
+		return SFS_CACHE_KEEP;
+	if (v->opts.atime == SFS_ATIME_STRICT)
+		return SFS_CACHE_NONE;
+	return relatime_wants_update(st) ? SFS_CACHE_DROP : SFS_CACHE_KEEP;
 }
 
 const struct sfs_policy sfs_policy_atime = {
 	.name = "atime",
-	.open_flags = atime_open_flags,
+	.mount_attrs = atime_mount_attrs,
+	.open_cache = atime_open_cache,
 };

@@ -81,12 +81,24 @@ void sfs_policy_statfs(const struct sfs_req *r, struct statvfs *st)
 	EACH(p) if ((*p)->statfs) (*p)->statfs(r, st);
 }
 
-int sfs_policy_open_flags(const struct sfs_view *v, const struct stat *st)
+unsigned sfs_policy_mount_attrs(const struct sfs_opts *o)
 {
-	int flags = 0;
+	unsigned attrs = 0;
 
-	EACH(p) if ((*p)->open_flags) flags |= (*p)->open_flags(v, st);
-	return flags;
+	EACH(p) if ((*p)->mount_attrs) attrs |= (*p)->mount_attrs(o);
+	return attrs;
+}
+
+enum sfs_cache_use sfs_policy_open_cache(const struct sfs_view *v, const struct stat *st)
+{
+	enum sfs_cache_use use = SFS_CACHE_KEEP;
+
+	EACH(p) if ((*p)->open_cache) {
+		enum sfs_cache_use u = (*p)->open_cache(v, st);
+		if (u > use)
+			use = u;
+	}
+	return use;
 }
 
 int sfs_policy_resolve(const struct sfs_view *v, const struct sfs_node *dir, int dirfd,

@@ -72,6 +72,10 @@ sec_tree() {
 	need setfacl -d -m "u:$SFS_ALICE:rwx" "$r/sgdef"
 	need setfattr -n trusted.t -v tv "$r/root_f"
 	need setfattr -n user.u -v uv "$r/root_f"
+	need install -m 0711 /bin/true "$r/exec_only"
+	need install -m 0700 /bin/true "$r/exec_none"
+	need install -m 0755 /bin/true "$r/exec_acl"
+	need setfacl -m "u:$SFS_BOB:r--" "$r/exec_acl"
 }
 
 # The cases: "USER|OP ARGS (@ = the tree's root)|NATIVE OUTCOME[|NOACL OUTCOME, by design]".
@@ -128,6 +132,11 @@ SEC_CASES=(
 	"bob|read @/root_secret|EACCES"
 	"nobody|read @/root_secret|EACCES"
 	"alice|open_noatime @/root_f|EPERM"
+	# execute-only programs run without read permission (the kernel opens them for exec)
+	"bob|exec @/exec_only|OK"
+	"bob|read @/exec_only|EACCES"
+	"bob|exec @/exec_none|EACCES"
+	"bob|exec @/exec_acl|EACCES|OK"
 	"alice|open_noatime @/open/alice_f|OK"
 	# hard links (fs.protected_hardlinks=1): neither owner nor able to read and write
 	"alice|link @/root_secret @/open/l_secret|EPERM"
