@@ -1199,20 +1199,31 @@ out:
 	}
 }
 
+/* The data is read into memory (page-aligned, as an O_DIRECT backing descriptor wants), then
+ * the other views are told if the read moved the atime, then the reply goes: after it the file
+ * may be released at any moment. (libfuse 3.14 copies through memory here too: the daemon does
+ * not ask for FUSE_CAP_SPLICE_WRITE.) */
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
 	struct sfs_file *f = (struct sfs_file *)(uintptr_t)fi->fh;
 	struct sfs_view *v = fuse_req_userdata(req);
-	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+	void *buf;
+	ssize_t n;
 
-	buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-	buf.buf[0].fd = f->fd;
-	buf.buf[0].pos = off;
-	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
-	/* the data was spliced straight into the reply: the other views learn of the new atime
-	 * just after the reader does */
-	atime_moved(v, sfs_node_of(v, ino), f->fd, &f->atime);
+	if (posix_memalign(&buf, 4096, size ? size : 1)) {
+		reply_err(req, -ENOMEM);
+		return;
+	}
+	n = pread(f->fd, buf, size, off);
+	if (n < 0) {
+		reply_err(req, -errno);
+	} else {
+		atime_moved(v, sfs_node_of(v, ino), f->fd, &f->atime);
+		sfs_coh_flush(v);
+		fuse_reply_buf(req, buf, n);
+	}
+	free(buf);
 }
 
 /* An O_DIRECT backing file takes only page-aligned memory: the request is gathered into an
