@@ -86,7 +86,8 @@ void sfs_itab_unpin(struct sfs_itab *t, struct sfs_fdcache *c, struct sfs_node *
 /* Drops every lookup a view held (the view is gone and will send no FORGET). */
 void sfs_itab_drop_view(struct sfs_itab *t, struct sfs_fdcache *c, uint32_t view);
 
-/* Copies into views[] the slots of the views that hold a lookup on node; returns the count. */
+/* Copies into views[] the slots of the views that hold a lookup on node, at most max;
+ * returns how many hold one (more than max: call again with room for them). */
 size_t sfs_itab_views_of(struct sfs_itab *t, struct sfs_node *node, uint32_t *views, size_t max);
 
 size_t sfs_itab_count(struct sfs_itab *t);

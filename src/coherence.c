@@ -11,8 +11,12 @@
 #include "daemon.h"
 #include "view.h"
 
-#define FLUSH_BOUND_MS 200
-#define MAX_TARGETS 64
+/* A request waits for its notifications while the notifier makes progress, and gives up
+ * only when it has delivered nothing for this long (it is then blocked on a lock a request of
+ * the target view holds): the wait grows with the number of views, never the staleness. */
+#define STALL_BOUND_MS 200
+/* Targets fit on the stack up to this many views; more are allocated. */
+#define STACK_TARGETS 64
 
 enum kind { INVAL_INODE, INVAL_ENTRY };
 
@@ -142,45 +146,101 @@ static void enqueue(struct sfs_coherence *c, uint32_t slot, enum kind kind, fuse
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* The views other than origin that may cache node: those holding a lookup on it, and those
- * whose root it is. Returns how many were written to slots[] with the node's id in each. */
-static size_t targets(struct sfs_view *origin, struct sfs_node *n, uint32_t *slots,
-                      fuse_ino_t *inos)
+/* The views other than origin that may cache node: those holding a lookup on it (with the
+ * node's id), and those whose root it is (with FUSE_ROOT_ID). */
+struct targets {
+	size_t n, cap;
+	uint32_t *slots;
+	fuse_ino_t *inos;
+	uint32_t stack_slots[STACK_TARGETS];
+	fuse_ino_t stack_inos[STACK_TARGETS];
+};
+
+static bool targets_reserve(struct targets *t, size_t cap)
+{
+	uint32_t *slots;
+	fuse_ino_t *inos;
+
+	if (cap <= t->cap)
+		return true;
+	slots = malloc(cap * sizeof(*slots));
+	inos = malloc(cap * sizeof(*inos));
+	if (!slots || !inos) {
+		free(slots);
+		free(inos);
+		return false;
+	}
+	memcpy(slots, t->slots, t->n * sizeof(*slots));
+	memcpy(inos, t->inos, t->n * sizeof(*inos));
+	if (t->slots != t->stack_slots) {
+		free(t->slots);
+		free(t->inos);
+	}
+	t->slots = slots;
+	t->inos = inos;
+	t->cap = cap;
+	return true;
+}
+
+static void targets_free(struct targets *t)
+{
+	if (t->slots != t->stack_slots) {
+		free(t->slots);
+		free(t->inos);
+	}
+}
+
+/* Fills t; false when memory ran out (the views then see the change when their timeouts end). */
+static bool find_targets(struct sfs_view *origin, struct sfs_node *n, struct targets *t)
 {
 	struct sfs_daemon *d = origin->d;
-	size_t k = 0, m;
+	size_t m, k = 0;
 
-	m = sfs_itab_views_of(&d->itab, n, slots, MAX_TARGETS);
+	t->n = 0;
+	t->cap = STACK_TARGETS;
+	t->slots = t->stack_slots;
+	t->inos = t->stack_inos;
+	while ((m = sfs_itab_views_of(&d->itab, n, t->slots, t->cap)) > t->cap)
+		if (!targets_reserve(t, m))
+			return false;
 	for (size_t i = 0; i < m; i++)
-		if (slots[i] != origin->slot) {
-			slots[k] = slots[i];
-			inos[k++] = (fuse_ino_t)(uintptr_t)n;
+		if (t->slots[i] != origin->slot) {
+			t->slots[k] = t->slots[i];
+			t->inos[k++] = (fuse_ino_t)(uintptr_t)n;
 		}
+	t->n = k;
 	if (!n->pins)
-		return k;
+		return true;
 	pthread_rwlock_rdlock(&d->views_lock);
-	for (size_t s = 0; s < SFS_MAX_VIEWS && k < MAX_TARGETS; s++) {
+	for (size_t s = 0; s < SFS_MAX_VIEWS; s++) {
 		struct sfs_view *w = d->views[s];
 		if (w && w != origin && w->root == n) {
-			slots[k] = s;
-			inos[k++] = FUSE_ROOT_ID;
+			if (t->n == t->cap && !targets_reserve(t, 2 * t->cap))
+				break;
+			t->slots[t->n] = s;
+			t->inos[t->n++] = FUSE_ROOT_ID;
 		}
 	}
 	pthread_rwlock_unlock(&d->views_lock);
-	return k;
+	return true;
+}
+
+static void queue_to_targets(struct sfs_view *origin, struct sfs_node *n, enum kind kind,
+                             off_t off, off_t len, const char *name)
+{
+	struct targets t;
+
+	if (origin->d->nviews < 2 || !origin->d->coh)
+		return;
+	if (find_targets(origin, n, &t))
+		for (size_t i = 0; i < t.n; i++)
+			enqueue(origin->d->coh, t.slots[i], kind, t.inos[i], off, len, name, true);
+	targets_free(&t);
 }
 
 static void queue_inode(struct sfs_view *origin, struct sfs_node *n, off_t off, off_t len)
 {
-	uint32_t slots[MAX_TARGETS];
-	fuse_ino_t inos[MAX_TARGETS];
-	size_t k;
-
-	if (origin->d->nviews < 2 || !origin->d->coh)
-		return;
-	k = targets(origin, n, slots, inos);
-	for (size_t i = 0; i < k; i++)
-		enqueue(origin->d->coh, slots[i], INVAL_INODE, inos[i], off, len, NULL, true);
+	queue_to_targets(origin, n, INVAL_INODE, off, len, NULL);
 }
 
 void sfs_coh_attr(struct sfs_view *origin, struct sfs_node *n)
@@ -200,15 +260,7 @@ void sfs_coh_own_data(struct sfs_view *origin, struct sfs_node *n, off_t off, of
 
 void sfs_coh_name(struct sfs_view *origin, struct sfs_node *parent, const char *name)
 {
-	uint32_t slots[MAX_TARGETS];
-	fuse_ino_t inos[MAX_TARGETS];
-	size_t k;
-
-	if (origin->d->nviews < 2 || !origin->d->coh)
-		return;
-	k = targets(origin, parent, slots, inos);
-	for (size_t i = 0; i < k; i++)
-		enqueue(origin->d->coh, slots[i], INVAL_ENTRY, inos[i], 0, 0, name, true);
+	queue_to_targets(origin, parent, INVAL_ENTRY, 0, 0, name);
 	/* and the listing the other views' kernels may keep of the directory (cache_readdir) */
 	queue_inode(origin, parent, 0, 0);
 }
@@ -222,33 +274,37 @@ void sfs_coh_own_entry(struct sfs_view *origin, struct sfs_node *parent, const c
 
 void sfs_coh_spelling(struct sfs_view *origin, struct sfs_node *parent, const char *name)
 {
-	uint32_t slots[MAX_TARGETS];
-	fuse_ino_t inos[MAX_TARGETS];
-	size_t k;
-
-	if (!origin->d->coh)
-		return;
 	sfs_coh_own_entry(origin, parent, name);
-	k = targets(origin, parent, slots, inos);
-	for (size_t i = 0; i < k; i++)
-		enqueue(origin->d->coh, slots[i], INVAL_ENTRY, inos[i], 0, 0, name, true);
+	queue_to_targets(origin, parent, INVAL_ENTRY, 0, 0, name);
+}
+
+static void deadline_in(struct timespec *t, long ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, t);
+	t->tv_nsec += ms * 1000000l;
+	t->tv_sec += t->tv_nsec / 1000000000l;
+	t->tv_nsec %= 1000000000l;
 }
 
 void sfs_coh_flush(struct sfs_view *origin)
 {
 	struct sfs_coherence *c = origin->d->coh;
 	struct timespec deadline;
+	uint64_t seen;
 
 	if (!c || !last_queued)
 		return;
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_nsec += FLUSH_BOUND_MS * 1000000l;
-	deadline.tv_sec += deadline.tv_nsec / 1000000000l;
-	deadline.tv_nsec %= 1000000000l;
+	deadline_in(&deadline, STALL_BOUND_MS);
 	pthread_mutex_lock(&c->lock);
-	while (c->done_seq < last_queued)
-		if (pthread_cond_timedwait(&c->done, &c->lock, &deadline) == ETIMEDOUT)
-			break;
+	seen = c->done_seq;
+	while (c->done_seq < last_queued) {
+		if (pthread_cond_timedwait(&c->done, &c->lock, &deadline) == ETIMEDOUT) {
+			if (c->done_seq == seen)
+				break; /* stalled: see STALL_BOUND_MS */
+			seen = c->done_seq;
+			deadline_in(&deadline, STALL_BOUND_MS);
+		}
+	}
 	pthread_mutex_unlock(&c->lock);
 	last_queued = 0;
 }

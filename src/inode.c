@@ -301,6 +301,8 @@ size_t sfs_itab_views_of(struct sfs_itab *t, struct sfs_node *node, uint32_t *vi
 	pthread_mutex_lock(&t->lock);
 	for (uint32_t i = 0; i < node->nrefs && k < max; i++)
 		views[k++] = node->refs[i].view;
+	if (node->nrefs > max)
+		k = node->nrefs;
 	pthread_mutex_unlock(&t->lock);
 	return k;
 }

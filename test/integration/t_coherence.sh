@@ -285,4 +285,34 @@ os.chdir("/")
 EOF2
 }
 
+# Every view is told of a change, however many there are: 256 views of one source each cache a
+# file's attributes and name, then one view changes both. Each look runs in one process, well
+# within the views' 5 s cache timeouts, so a view that was not told shows the old state.
+MANY_LOOK='import os, sys
+views = sys.argv[2:]
+if sys.argv[1] == "cache":
+    for v in views: os.stat(v + "/f")
+elif sys.argv[1] == "size":
+    print(sum(os.stat(v + "/f").st_size != 9 for v in views))
+else:
+    print(sum(os.path.exists(v + "/f") or not os.path.exists(v + "/g") for v in views))'
+
+test_coherence_reaches_256_views() {
+	new_source many
+	local n=256 i others=()
+	for ((i = 1; i <= n; i++)); do
+		view "" "$LOOP" "$T_DIR/v$i"
+		((i > 1)) && others+=("$T_DIR/v$i")
+	done
+	echo 1 >"$T_DIR/v1/f"
+	need "$PY" -c "$MANY_LOOK" cache "${others[@]}"
+	echo abcdefgh >"$T_DIR/v1/f"
+	assert_eq 0 "$("$PY" -c "$MANY_LOOK" size "${others[@]}")" \
+		"views showing the old size after a write through v1"
+	need "$PY" -c "$MANY_LOOK" cache "${others[@]}"
+	need mv "$T_DIR/v1/f" "$T_DIR/v1/g"
+	assert_eq 0 "$("$PY" -c "$MANY_LOOK" name "${others[@]}")" \
+		"views still showing the old name after a rename through v1"
+}
+
 [[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"
