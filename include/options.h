@@ -68,6 +68,13 @@ void sfs_opts_sb_string(const struct sfs_opts *o, char *buf, size_t len);
 int sfs_opts_sb_compatible(const struct sfs_opts *in_force, const struct sfs_opts *req,
                            char *err, size_t errlen);
 
+/* A view's effective options as one mount-style list, every family named in its one
+ * spelling (acl|noacl, user_xattr|nouser_xattr, rw|ro, bsddf|minixdf, then what differs
+ * from the defaults: casefold, subdir=, cache=, quota, size=, inodes=, the per-mount flags,
+ * the superblock-only options). status (text and JSON) and the log lines all say this.
+ * Returns buf. */
+char *sfs_opts_format(const struct sfs_opts *o, char *buf, size_t len);
+
 /* The view options a daemon needs, serialised back to an option string (for the wire). */
 const char *sfs_df_name(enum sfs_df df);
 const char *sfs_casefold_name(enum sfs_casefold cf);

@@ -387,8 +387,10 @@ static int cmd_mount(int argc, char **argv)
 	bool verbose = false;
 	int c;
 
+	/* options anywhere, as mount(8) takes them (`strictfs mount SRC DIR -o noacl`); "--"
+	 * ends them */
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+o:vN:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "o:vN:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'N':
 			ns = optarg;

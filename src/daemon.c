@@ -21,6 +21,7 @@
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -280,6 +281,29 @@ static bool add_view_fds_ok(const struct sfs_msg *req)
 	       ioctl(req->fds[1], NS_GET_NSTYPE) == CLONE_NEWNS;
 }
 
+static void log_view(const struct sfs_daemon *d, const char *what, const struct sfs_view *v)
+{
+	char opts[SFS_OPTSTR_MAX];
+
+	syslog(LOG_INFO, "%s: %s %s (-o %s) with %s", d->source, what, v->mountpoint,
+	       v->opts.requested, sfs_opts_format(&v->opts, opts, sizeof(opts)));
+}
+
+/* The view's mount namespace by identity (see struct sfs_view). */
+static int namespace_identity(int nsfd, struct sfs_view *v, char *err, size_t errlen)
+{
+	struct stat ns;
+
+	if (fstat(nsfd, &ns) < 0) {
+		int e = errno;
+		sfs_errf(err, errlen, "control", "bad namespace descriptor");
+		return -e;
+	}
+	v->ns_dev = ns.st_dev;
+	v->ns_ino = ns.st_ino;
+	return 0;
+}
+
 static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t errlen)
 {
 	const char *mp = sfs_msg_get(req, "mountpoint");
@@ -302,6 +326,8 @@ static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t
 		goto fail;
 	if ((rc = admissible(d, &v->opts, err, errlen)))
 		goto fail;
+	if ((rc = namespace_identity(req->fds[1], v, err, errlen)))
+		goto fail;
 	if ((rc = mnt = view_flavour(d, &v->opts, err, errlen)) < 0)
 		goto fail;
 	atomic_store(&v->open_mnt, mnt);
@@ -319,16 +345,6 @@ static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t
 	v->slot = slot;
 	strcpy(v->mountpoint, mp);
 	strcpy(v->source, src);
-	{
-		struct stat ns;
-		if (fstat(req->fds[1], &ns) < 0) {
-			rc = -errno;
-			sfs_errf(err, errlen, "control", "bad namespace descriptor");
-			goto fail;
-		}
-		v->ns_dev = ns.st_dev;
-		v->ns_ino = ns.st_ino;
-	}
 	sfs_view_set_caching(v, !*d->shared_with && d->backing.mode == SFS_SHARE_EXCLUSIVE);
 	rc = sfs_view_start(v, req->fds[0]);
 	req->fds[0] = -1;
@@ -342,7 +358,7 @@ static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t
 	d->views[slot] = v;
 	d->nviews++;
 	pthread_rwlock_unlock(&d->views_lock);
-	syslog(LOG_INFO, "%s: view added at %s (-o %s)", d->source, mp, optstr);
+	log_view(d, "view added at", v);
 	return 0;
 fail:
 	free(v);
@@ -398,7 +414,7 @@ static int remount_view(struct sfs_daemon *d, struct sfs_msg *req, unsigned long
 		return rc;
 	v->opts = o;
 	atomic_store(&v->open_mnt, mnt);
-	syslog(LOG_INFO, "%s: view at %s remounted (-o %s)", d->source, mp, optstr);
+	log_view(d, "view remounted at", v);
 	return 0;
 }
 
@@ -1016,6 +1032,8 @@ int sfs_daemon_main(int argc, char **argv)
 		fprintf(stderr, "strictfs: __daemon: internal use only\n");
 		return 2;
 	}
+	/* started through /proc/self/exe, it would be "exe" to ps, top and pgrep */
+	prctl(PR_SET_NAME, "strictfs");
 	sfs_strlcpy(d->key, argv[1], sizeof(d->key));
 	sfs_strlcpy(d->source, argv[2], sizeof(d->source));
 	d->source_is_file = !strcmp(argv[3], "file");

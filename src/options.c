@@ -596,6 +596,39 @@ int sfs_opts_sb_compatible(const struct sfs_opts *in_force, const struct sfs_opt
 	return 0;
 }
 
+char *sfs_opts_format(const struct sfs_opts *o, char *buf, size_t len)
+{
+	char item[PATH_MAX + 32];
+
+	snprintf(buf, len, "%s,%s,%s,%s", o->acl ? "acl" : "noacl",
+	         o->user_xattr ? "user_xattr" : "nouser_xattr", o->ro ? "ro" : "rw", sfs_df_name(o->df));
+	if (o->casefold != SFS_CASEFOLD_OFF)
+		sfs_list_append(buf, len, o->casefold == SFS_CASEFOLD_STRICT ? "casefold=strict" : "casefold");
+	if (strcmp(o->subdir, "/")) {
+		snprintf(item, sizeof(item), "subdir=%s", o->subdir);
+		sfs_list_append(buf, len, item);
+	}
+	if (o->cache == SFS_CACHE_WRITEBACK)
+		sfs_list_append(buf, len, "cache=writeback");
+	if (o->share == SFS_SHARE_EXISTING)
+		sfs_list_append(buf, len, "share=existing");
+	if (o->usrquota || o->grpquota)
+		sfs_list_append(buf, len, quota_option_name(o));
+	if (o->size_limit) {
+		snprintf(item, sizeof(item), "size=%llu", (unsigned long long)o->size_limit);
+		sfs_list_append(buf, len, item);
+	}
+	if (o->inode_limit) {
+		snprintf(item, sizeof(item), "inodes=%llu", (unsigned long long)o->inode_limit);
+		sfs_list_append(buf, len, item);
+	}
+	if (*o->flag_names)
+		sfs_list_append(buf, len, o->flag_names);
+	for (int i = 0; i < o->n_sb; i++)
+		sfs_list_append(buf, len, o->sb[i].text);
+	return buf;
+}
+
 const char *sfs_casefold_name(enum sfs_casefold cf)
 {
 	return cf == SFS_CASEFOLD_STRICT ? "strict" : cf == SFS_CASEFOLD_ON ? "on" : "off";

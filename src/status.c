@@ -24,10 +24,12 @@ static json_object *split_list(const char *list)
 static json_object *view_json(const struct sfs_view *v)
 {
 	json_object *o = json_object_new_object(), *opts = json_object_new_object();
-	char ns[48];
+	char ns[48], effective[SFS_OPTSTR_MAX];
 
 	json_object_object_add(o, "mountpoint", json_object_new_string(v->mountpoint));
 	json_object_object_add(o, "requested", json_object_new_string(v->opts.requested));
+	json_object_object_add(o, "effective", json_object_new_string(
+		sfs_opts_format(&v->opts, effective, sizeof(effective))));
 	json_object_object_add(opts, "acl", json_object_new_boolean(v->opts.acl));
 	json_object_object_add(opts, "user_xattr", json_object_new_boolean(v->opts.user_xattr));
 	json_object_object_add(opts, "casefold",
@@ -107,42 +109,8 @@ static const char *str(json_object *o, const char *key)
 
 static void print_view(json_object *v)
 {
-	json_object *opts, *flags;
-	char line[512] = "";
-
-	json_object_object_get_ex(v, "options", &opts);
-	snprintf(line, sizeof(line), "%s,%s,%s,%s",
-	         json_object_get_boolean(json_object_object_get(opts, "acl")) ? "acl" : "noacl",
-	         json_object_get_boolean(json_object_object_get(opts, "user_xattr")) ? "user_xattr"
-	                                                                            : "nouser_xattr",
-	         json_object_get_boolean(json_object_object_get(opts, "ro")) ? "ro" : "rw",
-	         str(opts, "df"));
-	if (strcmp(str(opts, "subdir"), "/")) {
-		strncat(line, ",subdir=", sizeof(line) - strlen(line) - 1);
-		strncat(line, str(opts, "subdir"), sizeof(line) - strlen(line) - 1);
-	}
-	if (!strcmp(str(opts, "cache"), "writeback"))
-		strncat(line, ",cache=writeback", sizeof(line) - strlen(line) - 1);
-	if (strcmp(str(opts, "quota"), "none")) {
-		strncat(line, ",", sizeof(line) - strlen(line) - 1);
-		strncat(line, str(opts, "quota"), sizeof(line) - strlen(line) - 1);
-	}
-	if (strcmp(str(opts, "size"), "-")) {
-		strncat(line, ",size=", sizeof(line) - strlen(line) - 1);
-		strncat(line, str(opts, "size"), sizeof(line) - strlen(line) - 1);
-	}
-	if (strcmp(str(opts, "inodes"), "-")) {
-		strncat(line, ",inodes=", sizeof(line) - strlen(line) - 1);
-		strncat(line, str(opts, "inodes"), sizeof(line) - strlen(line) - 1);
-	}
-	flags = json_object_object_get(opts, "mount_flags");
-	for (size_t i = 0; flags && i < json_object_array_length(flags); i++) {
-		strncat(line, ",", sizeof(line) - strlen(line) - 1);
-		strncat(line, json_object_get_string(json_object_array_get_idx(flags, i)),
-		        sizeof(line) - strlen(line) - 1);
-	}
-	printf("  %-32s %-52s %6s %10s\n", str(v, "mountpoint"), line, str(v, "open_files"),
-	       str(v, "requests"));
+	printf("  %-32s %-52s %6s %10s\n", str(v, "mountpoint"), str(v, "effective"),
+	       str(v, "open_files"), str(v, "requests"));
 }
 
 /* The quota scan, while it runs or if it failed: a large tree takes a while. */

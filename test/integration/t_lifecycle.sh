@@ -144,6 +144,9 @@ test_daemon_detached_in_own_session() {
 	assert_ne "" "$sid" "daemon has a session"
 	assert_eq "?" "$(ps -o tty= -p "$PID" | tr -d ' ')" "daemon has no terminal"
 	assert_ne "$$" "$(awk '{ print $4 }' "/proc/$PID/stat")" "daemon is not a child of the caller"
+	assert_eq strictfs "$(ps -o comm= -p "$PID")" "ps names the daemon strictfs"
+	assert_contains "$(pgrep -a strictfs)" "$PID strictfs __daemon " "pgrep -a strictfs finds it"
+	assert_contains "$(pgrep -a strictfs | grep "^$PID ")" "$IMG" "with its source"
 }
 
 # daemon_sockets PID: "PATH TYPE" of the unix sockets bound to a path that PID holds

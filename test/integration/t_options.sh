@@ -361,4 +361,50 @@ _remount_body() {
 	assert_eq true "$(view_opt "$V" acl)" "still acl"
 }
 
+# mount(8) and the contract put -o after the operands; util-linux takes options anywhere.
+test_options_after_operands() {
+	new_source after
+	local V=$T_DIR/v W=$T_DIR/w
+	mkdir -p "$V" "$W"
+	assert_ok "$STRICTFS" mount "$LOOP" "$V" -o noacl,ro
+	view_pid "$V" >/dev/null
+	assert_eq false "$(view_opt "$V" acl)" "-o after the operands: noacl in effect"
+	assert_eq true "$(view_opt "$V" ro)" "-o after the operands: ro in effect"
+	assert_ok "$STRICTFS" mount "$LOOP" -o nouser_xattr "$W"
+	assert_eq false "$(view_opt "$W" user_xattr)" "-o between the operands"
+}
+
+# One formatter says a view's effective options: the text status shows every option the view
+# took, as the JSON's "effective" does.
+test_status_shows_every_option() {
+	new_source every
+	need mkdir -p "$T_DIR/m"
+	local d=$T_DIR/d V views=(
+		"noacl,nouser_xattr,ro,minixdf,casefold,nosuid,nodev,noexec,noatime,nodiratime,nosymfollow"
+		"casefold=strict,strictatime,usrquota,size=104857600,inodes=1000"
+		"grpquota,subdir=/sub"
+		"quota,acl,user_xattr,rw,bsddf"
+	)
+	local i=0 text o tok line
+	view "" "$LOOP" "$T_DIR/base"
+	need mkdir -p "$T_DIR/base/sub"
+	for o in "${views[@]}"; do
+		view "$o" "$LOOP" "$d$i"
+		((i++))
+	done
+	text=$("$STRICTFS" status)
+	i=0
+	for o in "${views[@]}"; do
+		V=$d$i
+		line=$(grep -F "  $V " <<<"$text")
+		assert_eq "$(view_field "$V" .effective)" "$(awk '{ print $2 }' <<<"$line")" \
+			"$V: the text status says what the JSON says"
+		for tok in ${o//,/ }; do
+			[[ $tok == subdir=* ]] && tok=subdir=/sub
+			assert_contains ",$(view_field "$V" .effective)," ",$tok," "$V: shows $tok"
+		done
+		((i++))
+	done
+}
+
 [[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"
