@@ -1,5 +1,5 @@
 /* View policies: each option family is one module exporting a struct sfs_policy of hooks.
- * The request path (ops.c) calls the dispatchers below and never tests an option itself, so
+ * The request path (src/ops/) calls the dispatchers below and never tests an option itself, so
  * a new option family is a new module, not an edit of every handler. A NULL hook means the
  * module has nothing to say about that step. */
 #ifndef SFS_POLICY_H
@@ -79,6 +79,11 @@ struct sfs_policy {
 	/* How the kernel may cache what an open of the object st reads: an access the kernel
 	 * answers from its cache never reaches the backing (atime). */
 	enum sfs_cache_use (*open_cache)(const struct sfs_view *v, const struct stat *st);
+	/* The open(2) flags of a backing file for an open the kernel asked for with flags. */
+	int (*backing_flags)(const struct sfs_view *v, int flags);
+	/* Whether the view holds its requests to any limit, so that what they will cost is
+	 * worth working out before they act. */
+	bool (*limits)(const struct sfs_view *v);
 };
 
 extern const struct sfs_policy sfs_policy_acl;
@@ -88,6 +93,7 @@ extern const struct sfs_policy sfs_policy_df;
 extern const struct sfs_policy sfs_policy_atime;
 extern const struct sfs_policy sfs_policy_casefold;
 extern const struct sfs_policy sfs_policy_quota;
+extern const struct sfs_policy sfs_policy_cache;
 
 /* The modules every view runs, in order. */
 extern const struct sfs_policy *const sfs_policies[];
@@ -112,5 +118,7 @@ int sfs_policy_peek(const struct sfs_view *v, const struct sfs_node *dir, const 
 unsigned sfs_policy_inode_flags(const struct sfs_view *v, mode_t type);
 unsigned sfs_policy_mount_attrs(const struct sfs_opts *o);
 enum sfs_cache_use sfs_policy_open_cache(const struct sfs_view *v, const struct stat *st);
+int sfs_policy_backing_flags(const struct sfs_view *v, int flags);
+bool sfs_policy_limits(const struct sfs_view *v);
 
 #endif

@@ -6,7 +6,7 @@
 
 const struct sfs_policy *const sfs_policies[] = {
 	&sfs_policy_confine, &sfs_policy_acl, &sfs_policy_xattr, &sfs_policy_df,
-	&sfs_policy_atime, &sfs_policy_casefold, &sfs_policy_quota, NULL,
+	&sfs_policy_atime, &sfs_policy_casefold, &sfs_policy_quota, &sfs_policy_cache, NULL,
 };
 
 #define EACH(p) for (const struct sfs_policy *const *p = sfs_policies; *p; p++)
@@ -99,6 +99,18 @@ enum sfs_cache_use sfs_policy_open_cache(const struct sfs_view *v, const struct 
 			use = u;
 	}
 	return use;
+}
+
+int sfs_policy_backing_flags(const struct sfs_view *v, int flags)
+{
+	EACH(p) if ((*p)->backing_flags) flags = (*p)->backing_flags(v, flags);
+	return flags;
+}
+
+bool sfs_policy_limits(const struct sfs_view *v)
+{
+	EACH(p) if ((*p)->limits && (*p)->limits(v)) return true;
+	return false;
 }
 
 int sfs_policy_resolve(const struct sfs_view *v, const struct sfs_node *dir, int dirfd,

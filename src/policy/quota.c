@@ -27,6 +27,11 @@ static unsigned enforced(const struct sfs_view *v, struct sfs_qlimits *view_lim)
 	return tables;
 }
 
+static bool quota_limits(const struct sfs_view *v)
+{
+	return sfs_opts_enforce_quota(&v->opts);
+}
+
 static int quota_charge(const struct sfs_req *r, struct sfs_charge *c)
 {
 	struct sfs_qlimits lim;
@@ -106,6 +111,7 @@ static void quota_statfs(const struct sfs_req *r, struct statvfs *st)
 
 const struct sfs_policy sfs_policy_quota = {
 	.name = "quota",
+	.limits = quota_limits,
 	.charge = quota_charge,
 	.within = quota_within,
 	.statfs = quota_statfs,

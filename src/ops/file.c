@@ -1,0 +1,446 @@
+/* Open files (see ops.h): open and create, the data path (read, write, fallocate,
+ * copy_file_range, lseek, fsync), release, and the view's table of open files. */
+#include "ops.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include "coherence.h"
+#include "creds.h"
+#include "daemon.h"
+#include "fdcache.h"
+#include "names.h"
+
+/* Holds the node's O_PATH descriptor for the life of an open file; when the cache let it go
+ * and the object has lost its last name meanwhile, the open file itself gives a new one. */
+static bool pin_node(struct sfs_view *v, struct sfs_node *node, int fd)
+{
+	char path[40];
+	int pfd;
+
+	if (!node)
+		return false;
+	if (sfs_fd_get(&v->d->fdc, node) >= 0)
+		return true;
+	fd_path(path, fd);
+	if ((pfd = open(path, O_PATH | O_CLOEXEC)) < 0)
+		return false;
+	sfs_fdcache_offer(&v->d->fdc, node, pfd);
+	return sfs_fd_get(&v->d->fdc, node) >= 0;
+}
+
+/* How the view's kernel caches what the open file reads (policy.h, open_cache). */
+static void set_file_cache(struct sfs_view *v, const struct stat *st, struct fuse_file_info *fi)
+{
+	enum sfs_cache_use use = sfs_policy_open_cache(v, st);
+
+	fi->keep_cache = v->keep_cache && use == SFS_CACHE_KEEP;
+	fi->direct_io = use == SFS_CACHE_NONE && (fi->flags & O_ACCMODE) != O_WRONLY;
+}
+
+/* A new open file of the view for backing descriptor fd (taken over), into fi. */
+static int new_file(struct sfs_view *v, struct sfs_node *node, int fd, const struct stat *st,
+                    struct fuse_file_info *fi)
+{
+	struct sfs_file *f = malloc(sizeof(*f));
+	int flags = fcntl(fd, F_GETFL);
+
+	if (!f) {
+		close(fd);
+		return -ENOMEM;
+	}
+	f->fd = fd;
+	f->pinned = pin_node(v, node, fd) ? node : NULL;
+	f->direct = flags & O_DIRECT;
+	f->needs_twin = (flags & (O_DIRECT | O_APPEND)) && (flags & O_ACCMODE) != O_RDONLY;
+	atomic_init(&f->twin, -1);
+	atomic_init(&f->atime, first_atime(v, st));
+	pthread_mutex_lock(&v->files_lock);
+	f->prev = NULL;
+	f->next = v->files;
+	if (v->files)
+		v->files->prev = f;
+	v->files = f;
+	pthread_mutex_unlock(&v->files_lock);
+	fi->fh = (uintptr_t)f;
+	set_file_cache(v, st, fi);
+	atomic_fetch_add(&v->open_files, 1);
+	return 0;
+}
+
+/* The end of an open file: released, or its open could not be answered. */
+static void drop_file(struct sfs_view *v, struct sfs_file *f)
+{
+	pthread_mutex_lock(&v->files_lock);
+	if (f->prev)
+		f->prev->next = f->next;
+	else
+		v->files = f->next;
+	if (f->next)
+		f->next->prev = f->prev;
+	pthread_mutex_unlock(&v->files_lock);
+	if (f->pinned)
+		sfs_fd_put(&v->d->fdc, f->pinned);
+	if (atomic_load(&f->twin) >= 0)
+		close(atomic_load(&f->twin));
+	close(f->fd);
+	free(f);
+	atomic_fetch_sub(&v->open_files, 1);
+}
+
+void sfs_view_close_files(struct sfs_view *v)
+{
+	while (v->files)
+		drop_file(v, v->files);
+}
+
+void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	bool writes = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
+	struct held *h;
+	struct stat st;
+	struct req q;
+	int fd, rc;
+
+	rc = req_begin(&q, req);
+	if (fi->flags & O_TRUNC)
+		req_charge(&q);
+	if (rc || (rc = req_hold(&q, ino, &h)) || (writes && (rc = sfs_policy_modify(q.r.view))))
+		goto out;
+	fd = open_node(&q.r, h, open_flags_for_backing(q.r.view, fi->flags), &st);
+	rc = fd < 0 ? fd : new_file(q.r.view, h->node, fd, &st, fi);
+	if (!rc && (fi->flags & O_TRUNC)) {
+		sfs_quota_sync(req_ledger(&q), h->node, NULL, h->fd);
+		sfs_coh_data(q.r.view, h->node, 0, 0);
+	}
+out:
+	if (req_reply_open(&q, rc, fi) < 0 && !rc)
+		drop_file(q.r.view, file_of(fi));
+}
+
+/* A name that appeared between the kernel's lookup and its create: the kernel has checked no
+ * permission on what is there now, so it is opened strictly as the caller (never with the
+ * noacl view's retry), and only if it is a regular file: opening a FIFO would block the worker
+ * for good, a device would bypass the view's nodev. Returns the descriptor or -errno. */
+static int open_raced(int dirfd, const char *name, int flags)
+{
+	int pfd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC), fd;
+	char path[40];
+	struct stat st;
+
+	if (pfd < 0)
+		return -errno;
+	if ((fd = stat_fd(pfd, &st)) == 0 && !S_ISREG(st.st_mode))
+		fd = S_ISDIR(st.st_mode) ? -EISDIR : -EEXIST;
+	if (fd == 0) {
+		fd_path(path, pfd);
+		fd = open(path, flags & ~O_NOFOLLOW);
+		fd = fd < 0 ? -errno : fd;
+	}
+	close(pfd);
+	return fd;
+}
+
+/* A file made by create is open on the backing's own mount, which updates no atime; where
+ * the view's reads through it would (its clone is not noatime), the open file moves to the
+ * view's clone. A file created write-only is never read through, and stays. Returns the
+ * descriptor to keep (fd is closed if another replaces it). */
+static int reopen_in_view(struct req *q, struct sfs_node *node, int fd, int flags)
+{
+	struct sfs_view *v = q->r.view;
+	int nfd;
+
+	if ((flags & O_ACCMODE) == O_WRONLY ||
+	    (sfs_policy_mount_attrs(&v->opts) & (MOUNT_ATTR_NOATIME | MOUNT_ATTR_RDONLY)))
+		return fd;
+	flags = open_flags_for_backing(v, flags) & ~O_TRUNC;
+	sfs_priv_begin(SFS_PRIV_SEARCH);
+	nfd = sfs_node_open(node, atomic_load(&v->open_mnt), flags | O_NOFOLLOW);
+	sfs_priv_end();
+	if (nfd < 0)
+		return fd; /* the first descriptor still serves, only without atime */
+	close(fd);
+	return nfd;
+}
+
+/* Creates name in p exclusively, or opens what another view made there since the kernel's
+ * lookup (open(2) without O_EXCL would). *made says which. Returns the fd or -errno. */
+static int create_or_open(struct req *q, struct held *p, const char *name, mode_t mode,
+                          int flags, bool excl, bool *made)
+{
+	struct sfs_view *v = q->r.view;
+	int fd;
+
+	sfs_names_lock(v->d, p->node);
+	fd = BACKING(&q->r, openat(p->fd, name, flags | O_CREAT | O_EXCL, mode));
+	if (fd >= 0)
+		sfs_names_added(v, p->node, name);
+	sfs_names_unlock(v->d, p->node);
+	*made = fd >= 0;
+	if (fd == -EEXIST && !excl)
+		fd = open_raced(p->fd, name, flags);
+	return fd;
+}
+
+/* The new (or raced) file into the table and the ledger, the other views told. */
+static int enter_created(struct req *q, struct held *p, const char *name, int fd, bool made,
+                         struct fuse_entry_param *e, struct sfs_node **node)
+{
+	char path[40];
+	int rc;
+
+	fd_path(path, fd);
+	rc = open(path, O_PATH | O_CLOEXEC);
+	rc = rc < 0 ? -errno : entry_from_fd(q->r.view, p->node, rc, e);
+	*node = rc ? NULL : sfs_node_of(q->r.view, e->ino);
+	if (*node && made)
+		sfs_quota_created(req_ledger(q), *node, &e->attr, p->node, p->fd);
+	else if (*node)
+		sfs_quota_sync(req_ledger(q), *node, NULL, fd); /* O_TRUNC */
+	sfs_quota_sync(req_ledger(q), p->node, NULL, p->fd); /* the directory may have grown */
+	sfs_coh_name(q->r.view, p->node, name);
+	sfs_coh_attr(q->r.view, p->node);
+	return rc;
+}
+
+void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+               struct fuse_file_info *fi)
+{
+	struct fuse_entry_param e = {0};
+	struct sfs_node *node = NULL;
+	char buf[NAME_MAX + 1];
+	struct held *p;
+	struct req q;
+	bool made;
+	int fd = -1, rc;
+
+	if ((rc = begin_dir_change(&q, req, parent, name, true, &p)) ||
+	    (rc = reserve_new(&q, p, MAKE_NODE, NULL)))
+		goto out;
+	/* the name, or the member of its class that exists under another spelling */
+	name = backing_spelling(&q, p, name, buf, sizeof(buf));
+	fd = create_or_open(&q, p, name, mode, open_flags_for_backing(q.r.view, fi->flags) | O_NOFOLLOW,
+	                    fi->flags & O_EXCL, &made);
+	if ((rc = fd < 0 ? fd : 0) || (made && (rc = sfs_policy_created(&q.r, p->fd, name, mode))))
+		goto out;
+	rc = enter_created(&q, p, name, fd, made, &e, &node);
+	if (!rc)
+		fd = reopen_in_view(&q, node, fd, fi->flags);
+	if (!rc) {
+		rc = new_file(q.r.view, node, fd, &e.attr, fi);
+		fd = -1; /* the open file has it, or it is closed */
+	}
+out:
+	if (rc && fd >= 0)
+		close(fd);
+	if (req_reply_create(&q, rc, &e, fi) < 0 && !rc) {
+		drop_file(q.r.view, file_of(fi)); /* unpins before the forget */
+		forget_one(q.r.view, e.ino);
+	}
+}
+
+/* The data is read into memory (page-aligned, as an O_DIRECT backing descriptor wants), then
+ * the other views are told if the read moved the atime, then the reply goes: after it the file
+ * may be released at any moment. (libfuse 3.14 copies through memory here too: the daemon does
+ * not ask for FUSE_CAP_SPLICE_WRITE.) */
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct sfs_file *f = file_of(fi);
+	void *buf = NULL;
+	struct req q;
+	ssize_t n;
+
+	req_start(&q, req);
+	if (posix_memalign(&buf, 4096, size ? size : 1)) {
+		buf = NULL;
+		n = -ENOMEM;
+	} else if ((n = pread(f->fd, buf, size, off)) < 0) {
+		n = -errno;
+	} else {
+		atime_moved(q.r.view, sfs_node_of(q.r.view, ino), f->fd, &f->atime);
+	}
+	req_reply_buf(&q, n < 0 ? n : 0, buf, n < 0 ? 0 : n);
+	free(buf);
+}
+
+/* An O_DIRECT backing file takes only page-aligned memory: the request is gathered into an
+ * aligned bounce buffer first (the kernel has checked the caller's own alignment). */
+static ssize_t write_direct(int fd, struct fuse_bufvec *in, off_t off)
+{
+	size_t size = fuse_buf_size(in);
+	struct fuse_bufvec mem = FUSE_BUFVEC_INIT(size);
+	void *buf;
+	ssize_t n;
+
+	if (posix_memalign(&buf, 4096, size ? size : 1))
+		return -ENOMEM;
+	mem.buf[0].mem = buf;
+	n = fuse_buf_copy(&mem, in, 0);
+	if (n > 0 && (n = pwrite(fd, buf, n, off)) < 0)
+		n = -errno;
+	free(buf);
+	return n;
+}
+
+/* The descriptor a write of the kernel's page cache goes to (see struct sfs_file): the
+ * file's own, or its twin without O_DIRECT and O_APPEND, reopened from it. The file is open
+ * for writing already, so the twin is opened with the DAC capabilities: it may be read-only
+ * by its mode by now, as an open file still writes. Returns the fd or -errno. */
+static int writeback_fd(struct sfs_file *f, bool writepage)
+{
+	int fd, none = -1;
+	char path[40];
+
+	if (!writepage || !f->needs_twin)
+		return f->fd;
+	if ((fd = atomic_load(&f->twin)) >= 0)
+		return fd;
+	fd_path(path, f->fd);
+	sfs_priv_begin(SFS_PRIV_DAC);
+	fd = open(path, (fcntl(f->fd, F_GETFL) & ~(O_DIRECT | O_APPEND | O_NOFOLLOW)) | O_CLOEXEC);
+	fd = fd < 0 ? -errno : fd;
+	sfs_priv_end();
+	if (fd >= 0 && !atomic_compare_exchange_strong(&f->twin, &none, fd)) {
+		close(fd); /* another writer's twin won */
+		fd = none;
+	}
+	return fd;
+}
+
+static ssize_t write_to(struct sfs_file *f, int fd, struct fuse_bufvec *in, off_t off)
+{
+	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in));
+
+	if (fd == f->fd && f->direct)
+		return write_direct(fd, in, off);
+	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	out.buf[0].fd = fd;
+	out.buf[0].pos = off;
+	return fuse_buf_copy(&out, in, 0);
+}
+
+/* As the caller: the backing clears set-id bits on write unless the writer may keep them. */
+void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
+                  struct fuse_file_info *fi)
+{
+	struct sfs_file *f = file_of(fi);
+	struct sfs_node *node = NULL;
+	struct req q;
+	ssize_t n;
+	int fd;
+
+	n = req_begin(&q, req);
+	req_charge(&q);
+	if (!n && !(node = sfs_node_of(q.r.view, ino)))
+		n = -EINVAL;
+	if (!n)
+		n = req_reserve_alloc(&q, node, f->fd, off, fuse_buf_size(in));
+	if (!n && (n = fd = writeback_fd(f, fi->writepage)) >= 0)
+		n = write_to(f, fd, in, off);
+	if (n > 0) {
+		sfs_quota_sync(req_ledger(&q), node, NULL, f->fd);
+		/* an O_DIRECT write the kernel completes asynchronously (AIO) leaves the writer's
+		 * own cached pages of the range as they were: they go now, before the answer */
+		if (f->direct && !fi->writepage)
+			sfs_coh_own_data(q.r.view, node, off, n);
+		sfs_coh_data(q.r.view, node, off, n);
+	}
+	req_reply_write(&q, n);
+}
+
+/* No flush: the daemon never takes POSIX locks on backing descriptors (the kernel keeps each
+ * view's locks itself) and writes reach the backing before they return, so a flush would have
+ * nothing to do. Without the handler the kernel stops sending FLUSH after the first ENOSYS,
+ * which saves every close(2) a round trip. */
+void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct req q;
+
+	(void)ino;
+	req_start(&q, req);
+	drop_file(q.r.view, file_of(fi));
+	req_reply_err(&q, 0);
+}
+
+void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	struct sfs_file *f = file_of(fi);
+	struct sfs_node *node;
+	struct req q;
+	int rc;
+
+	req_start(&q, req);
+	rc = (datasync ? fdatasync(f->fd) : fsync(f->fd)) < 0 ? -errno : 0;
+	/* writeback may have allocated extent blocks the last write could not see */
+	if ((node = sfs_node_of(q.r.view, ino)))
+		sfs_quota_sync(req_ledger(&q), node, NULL, f->fd);
+	req_reply_err(&q, rc);
+}
+
+void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+                  struct fuse_file_info *fi)
+{
+	struct sfs_file *f = file_of(fi);
+	struct sfs_node *n;
+	struct req q;
+	int rc;
+
+	if ((rc = req_begin_change(&q, req)))
+		goto out;
+	if (!(n = sfs_node_of(q.r.view, ino))) {
+		rc = -EINVAL;
+		goto out;
+	}
+	/* punching and collapsing free blocks; every other mode may allocate the range */
+	if (!(mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_COLLAPSE_RANGE)) &&
+	    (rc = req_reserve_alloc(&q, n, f->fd, off, len)))
+		goto out;
+	rc = fallocate(f->fd, mode, off, len) < 0 ? -errno : 0;
+	sfs_quota_sync(req_ledger(&q), n, NULL, f->fd);
+	if (!rc)
+		sfs_coh_data(q.r.view, n, off, len);
+out:
+	req_reply_err(&q, rc);
+}
+
+void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
+{
+	struct req q;
+	off_t res;
+
+	(void)ino;
+	req_start(&q, req);
+	res = lseek(file_of(fi)->fd, off, whence);
+	req_reply_lseek(&q, res < 0 ? -errno : res);
+}
+
+void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+                        struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+                        struct fuse_file_info *fi_out, size_t len, int flags)
+{
+	struct sfs_file *in = file_of(fi_in), *out = file_of(fi_out);
+	struct sfs_node *node = NULL;
+	off_t start = off_out;
+	struct req q;
+	ssize_t n;
+
+	(void)ino_in;
+	if (!(n = req_begin_change(&q, req)) && !(node = sfs_node_of(q.r.view, ino_out)))
+		n = -EINVAL;
+	if (!n)
+		n = req_reserve_alloc(&q, node, out->fd, off_out, len);
+	if (!n) {
+		n = copy_file_range(in->fd, &off_in, out->fd, &off_out, len, flags);
+		n = n < 0 ? -errno : n;
+	}
+	if (n > 0) {
+		sfs_quota_sync(req_ledger(&q), node, NULL, out->fd);
+		sfs_coh_data(q.r.view, node, start, n);
+	}
+	req_reply_write(&q, n);
+}

@@ -1,0 +1,215 @@
+/* The request path's own header: the request frame every handler runs in, the open files
+ * and directories it hands the kernel, and the helpers the handler files share. The handlers
+ * live by the object they serve, as in the kernel's fs/fuse: dir.c (names: lookup, make,
+ * remove, rename, link, readlink), file.c (open files and their data), readdir.c, attr.c
+ * (attributes, statfs, ioctl), xattr.c; open.c opens backing objects for a view; req.c is
+ * the frame; ops.c holds the one fuse_lowlevel_ops table. */
+#ifndef SFS_OPS_H
+#define SFS_OPS_H
+
+#include "view.h"
+
+#include <dirent.h>
+#include <stdatomic.h>
+#include <sys/stat.h>
+
+#include "creds.h"
+#include "policy.h"
+#include "quota.h"
+
+/* A node and its backing descriptor (O_PATH, from the descriptor cache), held for a
+ * request. */
+struct held {
+	struct sfs_node *node;
+	int fd;
+};
+
+#define REQ_HELD_MAX 2
+
+/* One request, from its first line to its one reply: what the policies see of it (r), and
+ * what it has taken and must give back before it answers. A handler starts with req_start
+ * or req_begin and ends with exactly one req_reply_*, which first settles the frame: the
+ * notices queued for other views are delivered (coherence.c, bounded), the quota charge
+ * ends, the held nodes are let go. So no handler can forget a step or reply twice. */
+struct req {
+	struct sfs_req r;
+	struct sfs_charge charge;
+	bool charging;
+	unsigned nheld;
+	struct held held[REQ_HELD_MAX];
+};
+
+/* The frame of a request that acts without the caller's credentials (attributes of what
+ * is already open or held). */
+void req_start(struct req *q, fuse_req_t req);
+/* The frame of a request that acts on the backing as its caller (creds.c): 0 or -errno. */
+int req_begin(struct req *q, fuse_req_t req);
+/* A request that may change usage: the quota barrier, and what it reserves until it ends. */
+void req_charge(struct req *q);
+/* A request that changes anything: req_begin, req_charge, and the view must allow it. */
+int req_begin_change(struct req *q, fuse_req_t req);
+/* Holds node ino of the request's view until the reply; *out is the frame's slot. */
+int req_hold(struct req *q, fuse_ino_t ino, struct held **out);
+
+struct sfs_quota *req_ledger(const struct req *q);
+/* Reserves what the request adds for objects of uid:gid against the view's limits: 0 or
+ * -EDQUOT. */
+int req_reserve(struct req *q, uint32_t uid, uint32_t gid, int64_t bytes, int64_t inodes);
+/* Reserves the blocks an allocation of [off, off+len) in node's file may need. */
+int req_reserve_alloc(struct req *q, struct sfs_node *n, int fd, off_t off, off_t len);
+
+/* The replies: each settles the frame, then answers exactly once. rc < 0 answers that
+ * error instead. Those that hand the kernel something (an entry, an open file) return
+ * fuse_reply_*'s result, so the caller can take back what the kernel never got. */
+void req_reply_err(struct req *q, int rc);
+void req_reply_none(struct req *q);
+void req_reply_entry(struct req *q, int rc, const struct fuse_entry_param *e);
+int req_reply_create(struct req *q, int rc, const struct fuse_entry_param *e,
+                     const struct fuse_file_info *fi);
+int req_reply_open(struct req *q, int rc, const struct fuse_file_info *fi);
+void req_reply_attr(struct req *q, int rc, const struct stat *st, double timeout);
+void req_reply_readlink(struct req *q, int rc, const char *link);
+void req_reply_write(struct req *q, ssize_t n);
+void req_reply_buf(struct req *q, int rc, const void *buf, size_t n);
+/* getxattr and listxattr: the data when the caller gave a size, else only its length. */
+void req_reply_xattr(struct req *q, int rc, const void *buf, size_t size, size_t n);
+void req_reply_statfs(struct req *q, int rc, const struct statvfs *st);
+void req_reply_ioctl(struct req *q, int rc, const void *buf, size_t n);
+void req_reply_lseek(struct req *q, off_t off);
+
+/* Runs a backing call as the caller; where the view's rules say the kernel has already
+ * allowed the access (noacl views over an ACL-enforcing backing), an EACCES is retried with
+ * the DAC capabilities for that one call (kernel-facts §8). Evaluates to the result or
+ * -errno. */
+#define BACKING(r, call)                                                            \
+	({                                                                          \
+		long rc_ = (call);                                                  \
+		if (rc_ < 0 && errno == EACCES && sfs_policy_dac_retry((r)->view)) { \
+			sfs_priv_begin(SFS_PRIV_DAC);                               \
+			rc_ = (call);                                               \
+			int e_ = errno;                                             \
+			sfs_priv_end();                                             \
+			errno = e_;                                                 \
+		}                                                                   \
+		rc_ < 0 ? -errno : rc_;                                             \
+	})
+
+/* "/proc/self/fd/N", the magic link that lands on fd's object without following it. */
+void fd_path(char buf[40], int fd);
+int stat_fd(int fd, struct stat *st);
+/* One path component, never "." or "..". */
+bool valid_name(const char *name);
+
+/* ---- open.c: backing objects opened for a view ------------------------------------------ */
+
+/* The atime an open file or directory last showed, in ns, or NO_ATIME where the view's reads
+ * never move it (noatime, ro). */
+#define NO_ATIME LLONG_MIN
+
+int open_flags_for_backing(const struct sfs_view *v, int flags);
+int open_node(struct sfs_req *r, struct held *h, int flags, struct stat *st);
+long long first_atime(const struct sfs_view *v, const struct stat *st);
+void atime_moved(struct sfs_view *v, struct sfs_node *n, int fd, atomic_llong *seen);
+
+/* ---- file.c: the view's open files ----------------------------------------------------- */
+
+struct sfs_file {
+	int fd;
+	/* The node's O_PATH descriptor stays held while the file is open: the kernel's fstat
+	 * carries no file handle, and an open file unlinked elsewhere can no longer be reopened
+	 * by its handle (ESTALE where ext4 answers). NULL when it could not be had. */
+	struct sfs_node *pinned;
+	bool direct; /* O_DIRECT: the backing wants aligned buffers, libfuse's are not */
+	/* The kernel's writeback of a mapped file's pages writes whole pages and a short tail at
+	 * the offsets they belong to, which an O_DIRECT descriptor refuses (EINVAL: the data is
+	 * lost) and an O_APPEND one puts at the end: those go through a twin descriptor without
+	 * either flag, opened at the first such write. -1 until then. */
+	bool needs_twin;
+	atomic_int twin;
+	atomic_llong atime; /* see atime_moved */
+	struct sfs_file *prev, *next; /* the view's open files, under files_lock */
+};
+
+static inline struct sfs_file *file_of(const struct fuse_file_info *fi)
+{
+	return (struct sfs_file *)(uintptr_t)fi->fh;
+}
+
+/* ---- readdir.c: the view's open directories -------------------------------------------- */
+
+struct sfs_dir {
+	struct sfs_node *node; /* the kernel holds the directory open, and so its node */
+	int fd;
+	DIR *dp;
+	off_t offset;
+	struct dirent *entry;
+	atomic_llong atime; /* see atime_moved */
+};
+
+static inline struct sfs_dir *dir_of(const struct fuse_file_info *fi)
+{
+	return (struct sfs_dir *)(uintptr_t)fi->fh;
+}
+
+/* ---- dir.c: names ----------------------------------------------------------------------- */
+
+/* Enters an O_PATH descriptor of a backing object found in parent into the table, counting
+ * a lookup by the view, and fills the entry. Takes ownership of fd. */
+int entry_from_fd(struct sfs_view *v, struct sfs_node *parent, int fd, struct fuse_entry_param *e);
+/* Drops the lookup an entry the kernel never got had counted. */
+void forget_one(struct sfs_view *v, fuse_ino_t ino);
+/* The prologue of every call that makes or removes a name in a directory. */
+int begin_dir_change(struct req *q, fuse_req_t req, fuse_ino_t parent, const char *name,
+                     bool create, struct held **p);
+const char *backing_spelling(struct req *q, struct held *p, const char *name, char *buf,
+                             size_t len);
+enum make_kind { MAKE_NODE, MAKE_DIR, MAKE_SYMLINK };
+int reserve_new(struct req *q, struct held *p, enum make_kind kind, const char *target);
+
+/* The handlers, for the table in ops.c. */
+void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
+void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets);
+void op_readlink(fuse_req_t req, fuse_ino_t ino);
+void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev);
+void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
+void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name);
+void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+               const char *newname, unsigned int flags);
+void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname);
+void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
+                struct fuse_file_info *fi);
+void op_statfs(fuse_req_t req, fuse_ino_t ino);
+void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+              struct fuse_file_info *fi, unsigned flags, const void *in_buf, size_t in_bufsz,
+              size_t out_bufsz);
+void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+               struct fuse_file_info *fi);
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
+void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
+                  struct fuse_file_info *fi);
+void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+                  struct fuse_file_info *fi);
+void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi);
+void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+                        struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+                        struct fuse_file_info *fi_out, size_t len, int flags);
+void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
+void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi);
+void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+                 size_t size, int flags);
+void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
+void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+
+#endif

@@ -1,0 +1,246 @@
+/* The request frame (see ops.h): one start, one reply, and between them what the request
+ * holds, reserves and owes the other views, settled in one place before it answers. */
+#include "ops.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "coherence.h"
+#include "creds.h"
+#include "daemon.h"
+#include "fdcache.h"
+
+void req_start(struct req *q, fuse_req_t req)
+{
+	q->r.req = req;
+	q->r.view = fuse_req_userdata(req);
+	q->r.ctx = fuse_req_ctx(req);
+	q->charging = false;
+	q->nheld = 0;
+	atomic_fetch_add_explicit(&q->r.view->requests, 1, memory_order_relaxed);
+}
+
+int req_begin(struct req *q, fuse_req_t req)
+{
+	req_start(q, req);
+	return sfs_creds_enter(req);
+}
+
+struct sfs_quota *req_ledger(const struct req *q)
+{
+	return &q->r.view->d->quota;
+}
+
+void req_charge(struct req *q)
+{
+	sfs_charge_begin(req_ledger(q), &q->charge);
+	q->charging = true;
+}
+
+int req_begin_change(struct req *q, fuse_req_t req)
+{
+	int rc = req_begin(q, req);
+
+	req_charge(q);
+	return rc ? rc : sfs_policy_modify(q->r.view);
+}
+
+int req_hold(struct req *q, fuse_ino_t ino, struct held **out)
+{
+	struct sfs_view *v = q->r.view;
+	struct held *h;
+
+	if (q->nheld == REQ_HELD_MAX)
+		return -EINVAL;
+	h = &q->held[q->nheld];
+	h->node = sfs_node_of(v, ino);
+	if (!h->node)
+		return -EINVAL;
+	h->fd = sfs_fd_get(&v->d->fdc, h->node);
+	if (h->fd < 0)
+		return h->fd;
+	q->nheld++;
+	*out = h;
+	return 0;
+}
+
+int req_reserve(struct req *q, uint32_t uid, uint32_t gid, int64_t bytes, int64_t inodes)
+{
+	struct sfs_charge *c = &q->charge;
+
+	c->id[SFS_QUSR] = uid;
+	c->id[SFS_QGRP] = gid;
+	c->amount[SFS_QBYTES] = bytes;
+	c->amount[SFS_QINODES] = inodes;
+	return sfs_policy_charge(&q->r, c);
+}
+
+/* The whole range when that fits the limits, else exactly what the range lacks (a FIEMAP,
+ * paid only near a limit). */
+int req_reserve_alloc(struct req *q, struct sfs_node *n, int fd, off_t off, off_t len)
+{
+	int rc = req_reserve(q, n->q.uid, n->q.gid, sfs_quota_alloc_bound(req_ledger(q), off, len), 0);
+
+	if (rc == -EDQUOT)
+		rc = req_reserve(q, n->q.uid, n->q.gid, sfs_quota_alloc_bytes(req_ledger(q), fd, off, len),
+		                 0);
+	return rc;
+}
+
+/* Notices first (the other views must not see the old state once the caller has the
+ * answer), then the charge, then the nodes. */
+static void settle(struct req *q)
+{
+	struct sfs_view *v = q->r.view;
+
+	sfs_coh_flush(v);
+	if (q->charging)
+		sfs_charge_end(&q->charge);
+	q->charging = false;
+	while (q->nheld)
+		sfs_fd_put(&v->d->fdc, q->held[--q->nheld].node);
+}
+
+void req_reply_err(struct req *q, int rc)
+{
+	settle(q);
+	fuse_reply_err(q->r.req, rc < 0 ? -rc : rc);
+}
+
+void req_reply_none(struct req *q)
+{
+	settle(q);
+	fuse_reply_none(q->r.req);
+}
+
+void req_reply_entry(struct req *q, int rc, const struct fuse_entry_param *e)
+{
+	if (rc < 0) {
+		req_reply_err(q, rc);
+		return;
+	}
+	settle(q);
+	if (fuse_reply_entry(q->r.req, e) < 0 && e->ino)
+		forget_one(q->r.view, e->ino);
+}
+
+int req_reply_create(struct req *q, int rc, const struct fuse_entry_param *e,
+                     const struct fuse_file_info *fi)
+{
+	if (rc < 0) {
+		req_reply_err(q, rc);
+		return rc;
+	}
+	settle(q);
+	return fuse_reply_create(q->r.req, e, fi);
+}
+
+int req_reply_open(struct req *q, int rc, const struct fuse_file_info *fi)
+{
+	if (rc < 0) {
+		req_reply_err(q, rc);
+		return rc;
+	}
+	settle(q);
+	return fuse_reply_open(q->r.req, fi);
+}
+
+void req_reply_attr(struct req *q, int rc, const struct stat *st, double timeout)
+{
+	if (rc < 0) {
+		req_reply_err(q, rc);
+		return;
+	}
+	settle(q);
+	fuse_reply_attr(q->r.req, st, timeout);
+}
+
+void req_reply_readlink(struct req *q, int rc, const char *link)
+{
+	if (rc < 0) {
+		req_reply_err(q, rc);
+		return;
+	}
+	settle(q);
+	fuse_reply_readlink(q->r.req, link);
+}
+
+void req_reply_write(struct req *q, ssize_t n)
+{
+	if (n < 0) {
+		req_reply_err(q, n);
+		return;
+	}
+	settle(q);
+	fuse_reply_write(q->r.req, n);
+}
+
+void req_reply_buf(struct req *q, int rc, const void *buf, size_t n)
+{
+	if (rc < 0) {
+		req_reply_err(q, rc);
+		return;
+	}
+	settle(q);
+	fuse_reply_buf(q->r.req, buf, n);
+}
+
+void req_reply_xattr(struct req *q, int rc, const void *buf, size_t size, size_t n)
+{
+	if (rc < 0 || size) {
+		req_reply_buf(q, rc, buf, n);
+		return;
+	}
+	settle(q);
+	fuse_reply_xattr(q->r.req, n);
+}
+
+void req_reply_statfs(struct req *q, int rc, const struct statvfs *st)
+{
+	if (rc < 0) {
+		req_reply_err(q, rc);
+		return;
+	}
+	settle(q);
+	fuse_reply_statfs(q->r.req, st);
+}
+
+void req_reply_ioctl(struct req *q, int rc, const void *buf, size_t n)
+{
+	if (rc < 0) {
+		req_reply_err(q, rc);
+		return;
+	}
+	settle(q);
+	fuse_reply_ioctl(q->r.req, 0, buf, n);
+}
+
+void req_reply_lseek(struct req *q, off_t off)
+{
+	if (off < 0) {
+		req_reply_err(q, off);
+		return;
+	}
+	settle(q);
+	fuse_reply_lseek(q->r.req, off);
+}
+
+void fd_path(char buf[40], int fd)
+{
+	snprintf(buf, 40, "/proc/self/fd/%d", fd);
+}
+
+int stat_fd(int fd, struct stat *st)
+{
+	return fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+}
+
+/* The kernel only sends such names, and the daemon relies on it to stay beneath the view's
+ * root. Length is the backing's to judge (ENAMETOOLONG). */
+bool valid_name(const char *name)
+{
+	return *name && !strchr(name, '/') && strcmp(name, ".") && strcmp(name, "..");
+}

@@ -1,0 +1,175 @@
+/* Extended attributes (see ops.h). They go through the magic link, which lands on the node
+ * without opening it, so they work for every file type and need no read permission, as the
+ * xattr syscalls on a path. Each namespace's gate is the view's policies' (policy/xattr.c,
+ * policy/acl.c). */
+#include "ops.h"
+
+#include <errno.h>
+#include <linux/limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+
+#include "coherence.h"
+#include "daemon.h"
+
+static bool valid_xattr_name(const char *name)
+{
+	size_t n = strlen(name);
+	return n > 0 && n <= XATTR_NAME_MAX;
+}
+
+/* The frame of an xattr call: the name valid and allowed by the view, the node held, its
+ * magic link in path. */
+static int begin_xattr(struct req *q, fuse_req_t req, fuse_ino_t ino, const char *name,
+                       enum sfs_xattr_op op, struct held **h, char path[40])
+{
+	int rc = op == SFS_XATTR_GET ? req_begin(q, req) : req_begin_change(q, req);
+
+	if (rc)
+		return rc;
+	if (!valid_xattr_name(name))
+		return -EINVAL;
+	if ((rc = sfs_policy_xattr_gate(&q->r, name, op)) || (rc = req_hold(q, ino, h)))
+		return rc;
+	fd_path(path, (*h)->fd);
+	return 0;
+}
+
+/* Whether an xattr lands in the inode or needs a block of its own is ext4's to know: in a
+ * view that enforces limits the change is made, the limits checked, and undone if passed. */
+static int set_xattr_within(struct req *q, struct held *h, const char *path, const char *name,
+                            const char *value, size_t size, int flags)
+{
+	bool limits = sfs_policy_limits(q->r.view);
+	ssize_t oldlen = -1;
+	char *old = NULL;
+	int rc;
+
+	if (limits) {
+		oldlen = BACKING(&q->r, getxattr(path, name, NULL, 0));
+		if (oldlen >= 0 && (old = malloc(oldlen ? oldlen : 1)))
+			oldlen = BACKING(&q->r, getxattr(path, name, old, oldlen));
+		else
+			oldlen = -1;
+	}
+	rc = BACKING(&q->r, setxattr(path, name, value, size, flags));
+	sfs_quota_sync(req_ledger(q), h->node, NULL, h->fd);
+	if (!rc && limits) {
+		q->charge.id[SFS_QUSR] = h->node->q.uid;
+		q->charge.id[SFS_QGRP] = h->node->q.gid;
+		if (sfs_policy_within(&q->r, &q->charge)) {
+			if (oldlen >= 0)
+				BACKING(&q->r, setxattr(path, name, old, oldlen, 0));
+			else
+				BACKING(&q->r, removexattr(path, name));
+			sfs_quota_sync(req_ledger(q), h->node, NULL, h->fd);
+			rc = -EDQUOT;
+		}
+	}
+	free(old);
+	return rc;
+}
+
+void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+                 size_t size, int flags)
+{
+	struct held *h;
+	struct req q;
+	char path[40];
+	int rc;
+
+	if (!(rc = begin_xattr(&q, req, ino, name, SFS_XATTR_SET, &h, path)) &&
+	    !(rc = size > XATTR_SIZE_MAX ? -EINVAL : 0)) {
+		rc = set_xattr_within(&q, h, path, name, value, size, flags);
+		sfs_coh_attr(q.r.view, h->node);
+	}
+	req_reply_err(&q, rc);
+}
+
+void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct held *h;
+	struct req q;
+	char *buf = NULL;
+	char path[40];
+	ssize_t n = 0;
+	int rc;
+
+	if (size > XATTR_SIZE_MAX)
+		size = XATTR_SIZE_MAX;
+	if (!(rc = begin_xattr(&q, req, ino, name, SFS_XATTR_GET, &h, path))) {
+		if (size && !(buf = malloc(size)))
+			rc = -ENOMEM;
+		else if ((n = BACKING(&q.r, getxattr(path, name, buf, size))) < 0)
+			rc = n;
+	}
+	req_reply_xattr(&q, rc, buf, size, n);
+	free(buf);
+}
+
+/* Keeps the names this view shows to this caller; returns the new length. */
+static size_t filter_xattr_list(struct sfs_req *r, char *list, size_t len)
+{
+	size_t out = 0;
+
+	for (size_t off = 0; off < len;) {
+		size_t n = strnlen(list + off, len - off);
+		if (sfs_policy_xattr_visible(r, list + off)) {
+			memmove(list + out, list + off, n);
+			out += n;
+			list[out++] = '\0';
+		}
+		off += n + 1;
+	}
+	return out;
+}
+
+/* Filtered, so the list is always read whole: size 0 must report the filtered length. */
+static ssize_t list_xattrs(struct sfs_req *r, const char *path, char **buf)
+{
+	ssize_t n = listxattr(path, NULL, 0);
+
+	if (n < 0)
+		return -errno;
+	if (!(*buf = malloc(n + 1)))
+		return -ENOMEM;
+	if ((n = listxattr(path, *buf, n)) < 0)
+		return -errno;
+	return filter_xattr_list(r, *buf, n);
+}
+
+void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct held *h;
+	struct req q;
+	char *buf = NULL;
+	char path[40];
+	ssize_t n = 0;
+	int rc;
+
+	if (!(rc = req_begin(&q, req)) && !(rc = req_hold(&q, ino, &h))) {
+		fd_path(path, h->fd);
+		if ((n = list_xattrs(&q.r, path, &buf)) < 0)
+			rc = n;
+		else if (size && (size_t)n > size)
+			rc = -ERANGE;
+	}
+	req_reply_xattr(&q, rc, buf, size, n);
+	free(buf);
+}
+
+void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct held *h;
+	struct req q;
+	char path[40];
+	int rc;
+
+	if (!(rc = begin_xattr(&q, req, ino, name, SFS_XATTR_REMOVE, &h, path))) {
+		rc = BACKING(&q.r, removexattr(path, name));
+		sfs_quota_sync(req_ledger(&q), h->node, NULL, h->fd);
+		sfs_coh_attr(q.r.view, h->node);
+	}
+	req_reply_err(&q, rc);
+}
