@@ -1,5 +1,5 @@
 /* The backing: the one ext4 superblock a daemon serves, held through a detached mount fd
- * (SPEC §3). Created exclusively with fsopen/FSCONFIG_CMD_CREATE_EXCL/fsmount, or cloned
+ * (contract §3). Created exclusively with fsopen/FSCONFIG_CMD_CREATE_EXCL/fsmount, or cloned
  * from an existing mount with share=existing. Image files are attached to a loop device. */
 #ifndef SFS_BACKING_H
 #define SFS_BACKING_H

@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Exit statuses of strictfs (SPEC §2). */
+/* Exit statuses of strictfs (contract §2). */
 #define SFS_EXIT_OK 0
 #define SFS_EXIT_FAIL 1
 #define SFS_EXIT_USAGE 2

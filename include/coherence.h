@@ -1,4 +1,4 @@
-/* Coherence between views (SPEC §4.3): after a change through one view, the other views'
+/* Coherence between views (contract §4.3): after a change through one view, the other views'
  * kernel caches of the affected entries, attributes and data are invalidated before the
  * request is answered. Notifications go through one notifier thread: an entry invalidation
  * locks the other view's directory, which may be held by a request of that view that is
@@ -9,12 +9,13 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-struct sfs_daemon;
+struct sfs_services;
 struct sfs_view;
 struct sfs_node;
 
-int sfs_coh_start(struct sfs_daemon *d);
-void sfs_coh_stop(struct sfs_daemon *d);
+/* The notifier of one daemon's views (svc->coh). */
+int sfs_coh_start(struct sfs_services *svc);
+void sfs_coh_stop(struct sfs_services *svc);
 
 /* Queue invalidations for every view other than origin that may cache the object. */
 void sfs_coh_attr(struct sfs_view *origin, struct sfs_node *n);

@@ -1,4 +1,4 @@
-/* Per-thread caller credentials (SPEC §4.1). Each worker thread acts on the backing with the
+/* Per-thread caller credentials (contract §4.1). Each worker thread acts on the backing with the
  * caller's fsuid, fsgid, supplementary groups and umask, switched with raw syscalls (glibc's
  * wrappers would change every thread) and only where they differ from what the thread has. */
 #ifndef SFS_CREDS_H
@@ -13,7 +13,7 @@ int sfs_creds_enter(fuse_req_t req);
 
 /* Capabilities a thread may raise for one backing call, deliberately and briefly:
  * SEARCH to reopen a node by handle, DAC to perform an access the kernel already allowed on
- * a noacl view, FOWNER|FSETID for the suid/sgid-clearing SETATTR (kernel-facts §4.4). */
+ * a noacl view, FOWNER|FSETID for the suid/sgid-clearing SETATTR (doc/kernel.md §4.4). */
 enum {
 	SFS_PRIV_SEARCH = 1 << 0,
 	SFS_PRIV_DAC = 1 << 1,

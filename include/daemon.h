@@ -1,5 +1,5 @@
 /* One daemon per source: it owns the backing, the inode table, the descriptor cache and the
- * registry of views, and answers the control socket (SPEC §6). */
+ * registry of views, and answers the control socket (contract §6). */
 #ifndef SFS_DAEMON_H
 #define SFS_DAEMON_H
 
@@ -10,18 +10,12 @@
 #include <time.h>
 
 #include "backing.h"
-#include "fdcache.h"
-#include "inode.h"
 #include "options.h"
-#include "quota.h"
+#include "services.h"
 #include "view.h"
 
-#define SFS_MAX_VIEWS 4096
 /* Control connections served at once, each by its own thread; more wait in the backlog. */
 #define SFS_MAX_CONNS 64
-
-struct sfs_coherence;
-struct sfs_foldcache;
 
 /* A control connection being served, and when the watchdog cuts it off (0: never). */
 struct sfs_conn {
@@ -34,16 +28,9 @@ struct sfs_daemon {
 	char source[PATH_MAX];
 	bool source_is_file;
 	struct sfs_backing backing;
-	ino_t backing_root_ino;          /* where the admin state /.strictfs lives */
-	struct sfs_itab itab;
+	struct sfs_services svc;         /* what the views share (services.h) */
 	size_t itab_peak;                /* most nodes since memory was last given back */
-	struct sfs_fdcache fdc;
 	struct sfs_opts in_force;        /* first view's options: superblock-only and share */
-	pthread_rwlock_t views_lock;     /* readers: notifiers; writer: add/remove a view */
-	struct sfs_view *views[SFS_MAX_VIEWS];
-	size_t nviews;
-	struct sfs_coherence *coh;
-	struct sfs_foldcache *folds;     /* fold indexes of directories (names.c) */
 	time_t started;
 	int listen_fd;
 	int event_fd;                    /* wakes the control loop: a view ended, a signal came */
@@ -53,9 +40,8 @@ struct sfs_daemon {
 	atomic_bool stopping;
 	int mountinfo_fd;                /* POLLPRI when the mount table changes */
 	char shared_with[1024];          /* native mounts of the backing device, comma list */
-	struct sfs_quota quota;          /* usage and limits (quota.h) */
 	/* The control loop and the connection threads take turns under control_lock: views[]
-	 * changes, nviews, shared_with and everything a request reads or changes. A connection's
+	 * changes, the registry, shared_with and everything a request reads or changes. A connection's
 	 * thread reads its request and sends its reply without it, so a stalled client holds up
 	 * no one; the loop's watchdog shuts a connection down past its deadline. */
 	pthread_mutex_t control_lock;
@@ -68,10 +54,6 @@ struct sfs_daemon {
 
 /* `strictfs __daemon KEY SOURCE FILE? OPTIONS READY_FD`: the daemon's entry point. */
 int sfs_daemon_main(int argc, char **argv);
-
-/* Whether name in dir is the admin state /.strictfs at the backing root (SPEC §3.5). */
-bool sfs_daemon_is_admin_entry(const struct sfs_daemon *d, const struct sfs_node *dir,
-                               const char *name);
 
 /* Tells the control loop that something changed (a view ended). */
 void sfs_daemon_wake(struct sfs_daemon *d);

@@ -1,5 +1,5 @@
 /* A bounded cache of O_PATH descriptors for nodes: the daemon's descriptor count stays
- * bounded however many inodes the kernel remembers (SPEC §4.2). A miss reopens the node from
+ * bounded however many inodes the kernel remembers (contract §4.2). A miss reopens the node from
  * its file handle with open_by_handle_at. */
 #ifndef SFS_FDCACHE_H
 #define SFS_FDCACHE_H
@@ -8,11 +8,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "list.h"
+
 struct sfs_node;
 
 struct sfs_fdcache {
 	pthread_mutex_t lock;
-	struct sfs_node *head, *tail; /* most recently used first */
+	struct sfs_list lru;          /* nodes holding a descriptor, most recently used first */
 	size_t open;
 	size_t limit;
 	int mount_fd;                 /* any fd of the backing, for open_by_handle_at */

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "list.h"
+
 #define SFS_NODE_MAGIC 0x5346534eu
 #define SFS_HANDLE_MAX 64
 
@@ -45,7 +47,7 @@ struct sfs_node {
 	/* Protected by the fd cache lock: */
 	int fd;                      /* cached O_PATH descriptor or -1 */
 	uint32_t fd_users;
-	struct sfs_node *lru_prev, *lru_next;
+	struct sfs_list lru;         /* on the cache's list while fd >= 0 */
 	/* Protected by the spellings lock of names.c: */
 	struct sfs_spellset *spellings;  /* casefold spellings kernels may cache under this dir */
 	/* Protected by the node's quota stripe (quota.h): */
@@ -56,7 +58,17 @@ struct sfs_node {
 	unsigned char handle[SFS_HANDLE_MAX];
 };
 
+/* What must happen to every node as it enters the table and as it leaves (the daemon's
+ * services register it: the quota ledger counts a node from its stat, the fold indexes drop
+ * the spellings recorded under it). */
+struct sfs_itab_hooks {
+	void (*created)(void *arg, struct sfs_node *n, const struct stat *st);
+	void (*freed)(void *arg, struct sfs_node *n);
+	void *arg;
+};
+
 struct sfs_itab {
+	struct sfs_itab_hooks hooks;
 	pthread_mutex_t lock;        /* lock order: table lock, then fd cache lock */
 	struct sfs_node **buckets;
 	size_t nbuckets;
@@ -66,7 +78,7 @@ struct sfs_itab {
 struct sfs_fdcache;
 struct sfs_spellset;
 
-int sfs_itab_init(struct sfs_itab *t);
+int sfs_itab_init(struct sfs_itab *t, const struct sfs_itab_hooks *hooks);
 void sfs_itab_destroy(struct sfs_itab *t, struct sfs_fdcache *c);
 
 /* Finds or creates the node of the backing object open as fd (O_PATH) with stat st, and

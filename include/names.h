@@ -9,17 +9,13 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-struct sfs_daemon;
+struct sfs_services;
 struct sfs_node;
 struct sfs_view;
 
-int sfs_names_init(struct sfs_daemon *d);
-void sfs_names_destroy(struct sfs_daemon *d);
+int sfs_names_init(struct sfs_services *svc);
+void sfs_names_destroy(struct sfs_services *svc);
 
-void sfs_names_lock(struct sfs_daemon *d, const struct sfs_node *dir);
-void sfs_names_unlock(struct sfs_daemon *d, const struct sfs_node *dir);
-void sfs_names_lock2(struct sfs_daemon *d, const struct sfs_node *a, const struct sfs_node *b);
-void sfs_names_unlock2(struct sfs_daemon *d, const struct sfs_node *a, const struct sfs_node *b);
 
 /* Notes of a change made by view v (under the change lock): the fold indexes follow, and the
  * spellings casefold views may cache for the changed classes are invalidated. */
@@ -28,21 +24,21 @@ void sfs_names_removed(struct sfs_view *v, struct sfs_node *dir, const char *nam
 void sfs_names_renamed(struct sfs_view *v, struct sfs_node *from_dir, const char *from,
                        struct sfs_node *to_dir, const char *to);
 /* A directory (dev, ino) is gone: its index must not outlive it. */
-void sfs_names_dir_gone(struct sfs_daemon *d, dev_t dev, ino_t ino);
+void sfs_names_dir_gone(struct sfs_services *svc, dev_t dev, ino_t ino);
 
 /* The name of the backing directory dir (open as dirfd) that a casefold lookup of name finds
- * when name itself is absent: its class's representative (SPEC §5.3). Returns 0 with the
+ * when name itself is absent: its class's representative (contract §5.3). Returns 0 with the
  * name in out, or -ENOENT. */
-int sfs_names_fold_lookup(struct sfs_daemon *d, const struct sfs_node *dir, int dirfd,
+int sfs_names_fold_lookup(struct sfs_services *svc, const struct sfs_node *dir, int dirfd,
                           const char *name, char *out, size_t outlen);
 
 /* As sfs_names_fold_lookup, from a cached index only and for name whether present or not:
  * 0 with the spelling in out (*exact: name itself), -ENOENT when no spelling exists, -ENODATA
  * when no index of dir is cached (or others write to the backing: only it can tell). */
-int sfs_names_fold_peek(struct sfs_daemon *d, const struct sfs_node *dir, const char *name,
+int sfs_names_fold_peek(struct sfs_services *svc, const struct sfs_node *dir, const char *name,
                         char *out, size_t outlen, bool *exact);
 /* Whether readdir of a casefold view lists name (one name per class). */
-bool sfs_names_fold_listed(struct sfs_daemon *d, const struct sfs_node *dir, const char *name);
+bool sfs_names_fold_listed(struct sfs_services *svc, const struct sfs_node *dir, const char *name);
 
 /* A casefold view is about to let the kernel cache name in dir, positive or negative, though
  * it is not a name of the backing: records it so that a change of its class invalidates it.
@@ -50,9 +46,9 @@ bool sfs_names_fold_listed(struct sfs_daemon *d, const struct sfs_node *dir, con
 bool sfs_names_track_spelling(struct sfs_view *v, struct sfs_node *dir, const char *name);
 
 /* The node dir is freed: no kernel holds a dentry under it any more. */
-void sfs_names_node_freed(struct sfs_node *dir);
+void sfs_names_node_freed(void *svc, struct sfs_node *dir);
 
 /* Names hidden behind another spelling, in the directories indexed now. */
-size_t sfs_names_collisions(struct sfs_daemon *d);
+size_t sfs_names_collisions(struct sfs_services *svc);
 
 #endif

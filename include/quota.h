@@ -1,4 +1,4 @@
-/* The daemon's quota ledger (SPEC §5.4): usage per user, per group and in total, built by a
+/* The daemon's quota ledger (contract §5.4): usage per user, per group and in total, built by a
  * scan of the backing at start and kept exact after every change, because the daemon is the
  * backing's only writer. Each node remembers what it was last counted as (its blocks and
  * owner); after a change the request path re-reads the node and the ledger moves the
@@ -20,7 +20,21 @@
 #include "inode.h"
 #include "quota_state.h"
 
-struct sfs_daemon;
+struct sfs_fdcache;
+
+/* What the ledger needs of the daemon that keeps it, and nothing more. */
+struct sfs_quota_ctx {
+	const char *source;              /* names the ledger in log lines and errors */
+	const char *device;              /* the backing device, in errors about the state */
+	int root_fd;                     /* the backing's root: scans, the state directory */
+	int handle_fd;                   /* a mount fd of the backing for open_by_handle_at */
+	ino_t root_ino;                  /* the backing's root inode (/.strictfs is not counted) */
+	bool read_only;                  /* the backing cannot keep the state */
+	struct sfs_itab *itab;           /* a node's parent, for its tree membership */
+	struct sfs_fdcache *fdc;
+	void (*wake)(void *arg);         /* state to write: the owner then calls sfs_quota_flush */
+	void *wake_arg;
+};
 
 enum sfs_scan_state { SFS_SCAN_RUNNING, SFS_SCAN_DONE, SFS_SCAN_FAILED };
 
@@ -38,7 +52,7 @@ struct sfs_qroot {
 };
 
 struct sfs_quota {
-	struct sfs_daemon *d;
+	struct sfs_quota_ctx ctx;
 	pthread_rwlock_t barrier;
 	pthread_mutex_t lock;            /* the ledger: state, total, dirty */
 	pthread_mutex_t stripes[SFS_QSTRIPES];
@@ -73,7 +87,8 @@ struct sfs_charge {
 
 /* Loads /.strictfs/quota from the backing and starts the scan. Returns 0, or -1 with the
  * one-line reason in err (a state file that cannot be read is never overwritten). */
-int sfs_quota_start(struct sfs_daemon *d, struct sfs_quota *q, char *err, size_t errlen);
+int sfs_quota_start(struct sfs_quota *q, const struct sfs_quota_ctx *ctx, char *err,
+                    size_t errlen);
 void sfs_quota_stop(struct sfs_quota *q);
 
 /* A modifying request begins and ends: the barrier, and any reservation made between. */

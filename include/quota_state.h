@@ -1,5 +1,5 @@
 /* Quota arithmetic and the state file, apart from any I/O: per-id usage and limits, soft
- * limits with grace times, and the text format kept in /.strictfs/quota (SPEC §5.4, §3.5).
+ * limits with grace times, and the text format kept in /.strictfs/quota (contract §5.4, §3.5).
  * The daemon's ledger (quota.h) wraps this with locks, the scan and the backing. */
 #ifndef SFS_QUOTA_STATE_H
 #define SFS_QUOTA_STATE_H

@@ -1,4 +1,4 @@
-/* `strictfs status`: the daemon's half builds one JSON object per daemon (SPEC §2); the CLI
+/* `strictfs status`: the daemon's half builds one JSON object per daemon (contract §2); the CLI
  * gathers them into {"version": 1, "daemons": [...]} and prints the table. */
 #ifndef SFS_STATUS_H
 #define SFS_STATUS_H

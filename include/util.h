@@ -10,7 +10,7 @@
 #define SFS_RUNDIR "/run/strictfs"
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-/* Formats "strictfs: OBJECT: reason" into buf (the one-line error of SPEC §2). */
+/* Formats "strictfs: OBJECT: reason" into buf (the one-line error of contract §2). */
 void sfs_errf(char *buf, size_t len, const char *object, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 

@@ -11,13 +11,17 @@
 #include <stdint.h>
 
 #include "inode.h"
+#include "list.h"
 #include "fuse_io.h"
 #include "options.h"
 
-struct sfs_daemon;
+struct sfs_services;
 
 struct sfs_view {
-	struct sfs_daemon *d;
+	struct sfs_services *svc;       /* what its requests use (services.h) */
+	/* Called on the session's thread when its loop returns: the owner then reaps the view. */
+	void (*ended_cb)(void *arg);
+	void *ended_arg;
 	uint32_t slot;
 	struct fuse_session *se;
 	struct sfs_fuse_io fuse_io;     /* its /dev/fuse transport */
@@ -43,7 +47,7 @@ struct sfs_view {
 	atomic_int open_mnt;
 	int qroot;                      /* quota root slot of a subdir view with size=/inodes=, or -1 */
 	pthread_mutex_t files_lock;     /* guards files */
-	struct sfs_file *files;         /* open files, for those whose RELEASE never comes */
+	struct sfs_list files;          /* open files, for those whose RELEASE never comes */
 };
 
 struct sfs_file;

@@ -295,7 +295,7 @@ static int clone_existing(struct sfs_backing *b, char *err, size_t errlen)
 }
 
 /* A detached mount appears in no mount table; a child in a private namespace attaches a
- * clone of it and reads the superblock's options from its own mountinfo (kernel-facts §2). */
+ * clone of it and reads the superblock's options from its own mountinfo (doc/kernel.md §2). */
 static int read_back_options(struct sfs_backing *b, const char *probe_dir)
 {
 	int p[2];

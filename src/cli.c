@@ -1,5 +1,5 @@
 /* The strictfs command: mount, umount, status, demo. Messages put the object first
- * ("strictfs: OBJECT: reason"); refusals exit 1, usage errors 2 (SPEC §2). */
+ * ("strictfs: OBJECT: reason"); refusals exit 1, usage errors 2 (contract §2). */
 #include "cli.h"
 
 #include <errno.h>
@@ -77,7 +77,7 @@ static int ensure_rundir(char *err, size_t errlen)
 	return 0;
 }
 
-/* The FUSE mount of a view, made here in the caller's namespace (SPEC §6), or in ns: /dev/fuse
+/* The FUSE mount of a view, made here in the caller's namespace (contract §6), or in ns: /dev/fuse
  * is opened before entering it, since a container may have none. */
 static int mount_view(const char *source, const char *mp, const struct sfs_opts *o, int *fuse_fd,
                       struct sfs_mntns *ns, char *err, size_t errlen)

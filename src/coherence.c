@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "daemon.h"
+#include "services.h"
 #include "view.h"
 
 /* A request waits for its notifications while the notifier makes progress, and gives up
@@ -31,7 +31,7 @@ struct item {
 };
 
 struct sfs_coherence {
-	struct sfs_daemon *d;
+	struct sfs_services *svc;
 	pthread_mutex_t lock;
 	pthread_cond_t work;
 	pthread_cond_t done;
@@ -43,19 +43,19 @@ struct sfs_coherence {
 
 static __thread uint64_t last_queued;
 
-static void deliver(struct sfs_daemon *d, const struct item *it)
+static void deliver(struct sfs_services *svc, const struct item *it)
 {
 	struct sfs_view *w;
 
-	pthread_rwlock_rdlock(&d->views_lock);
-	w = it->slot < SFS_MAX_VIEWS ? d->views[it->slot] : NULL;
+	sfs_registry_read_lock(&svc->views);
+	w = sfs_registry_at(&svc->views, it->slot);
 	if (w && w->se && !atomic_load(&w->ended)) {
 		if (it->kind == INVAL_ENTRY)
 			fuse_lowlevel_notify_inval_entry(w->se, it->ino, it->name, strlen(it->name));
 		else
 			fuse_lowlevel_notify_inval_inode(w->se, it->ino, it->off, it->len);
 	}
-	pthread_rwlock_unlock(&d->views_lock);
+	sfs_registry_read_unlock(&svc->views);
 }
 
 static void *notifier(void *arg)
@@ -74,7 +74,7 @@ static void *notifier(void *arg)
 		if (!c->head)
 			c->tail = NULL;
 		pthread_mutex_unlock(&c->lock);
-		deliver(c->d, it);
+		deliver(c->svc, it);
 		pthread_mutex_lock(&c->lock);
 		c->done_seq = it->seq;
 		pthread_cond_broadcast(&c->done);
@@ -84,14 +84,14 @@ static void *notifier(void *arg)
 	return NULL;
 }
 
-int sfs_coh_start(struct sfs_daemon *d)
+int sfs_coh_start(struct sfs_services *svc)
 {
 	struct sfs_coherence *c = calloc(1, sizeof(*c));
 	int rc;
 
 	if (!c)
 		return -ENOMEM;
-	c->d = d;
+	c->svc = svc;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->work, NULL);
 	pthread_condattr_t ca;
@@ -104,13 +104,13 @@ int sfs_coh_start(struct sfs_daemon *d)
 		free(c);
 		return -rc;
 	}
-	d->coh = c;
+	svc->coh = c;
 	return 0;
 }
 
-void sfs_coh_stop(struct sfs_daemon *d)
+void sfs_coh_stop(struct sfs_services *svc)
 {
-	struct sfs_coherence *c = d->coh;
+	struct sfs_coherence *c = svc->coh;
 
 	if (!c)
 		return;
@@ -120,7 +120,7 @@ void sfs_coh_stop(struct sfs_daemon *d)
 	pthread_mutex_unlock(&c->lock);
 	pthread_join(c->thread, NULL);
 	free(c);
-	d->coh = NULL;
+	svc->coh = NULL;
 }
 
 static void enqueue(struct sfs_coherence *c, uint32_t slot, enum kind kind, fuse_ino_t ino,
@@ -193,14 +193,15 @@ static void targets_free(struct targets *t)
 /* Fills t; false when memory ran out (the views then see the change when their timeouts end). */
 static bool find_targets(struct sfs_view *origin, struct sfs_node *n, struct targets *t)
 {
-	struct sfs_daemon *d = origin->d;
+	struct sfs_services *svc = origin->svc;
+	struct sfs_view *w;
 	size_t m, k = 0;
 
 	t->n = 0;
 	t->cap = STACK_TARGETS;
 	t->slots = t->stack_slots;
 	t->inos = t->stack_inos;
-	while ((m = sfs_itab_views_of(&d->itab, n, t->slots, t->cap)) > t->cap)
+	while ((m = sfs_itab_views_of(&svc->itab, n, t->slots, t->cap)) > t->cap)
 		if (!targets_reserve(t, m))
 			return false;
 	for (size_t i = 0; i < m; i++)
@@ -211,17 +212,16 @@ static bool find_targets(struct sfs_view *origin, struct sfs_node *n, struct tar
 	t->n = k;
 	if (!n->pins)
 		return true;
-	pthread_rwlock_rdlock(&d->views_lock);
-	for (size_t s = 0; s < SFS_MAX_VIEWS; s++) {
-		struct sfs_view *w = d->views[s];
-		if (w && w != origin && w->root == n) {
-			if (t->n == t->cap && !targets_reserve(t, 2 * t->cap))
-				break;
-			t->slots[t->n] = s;
-			t->inos[t->n++] = FUSE_ROOT_ID;
-		}
+	sfs_registry_read_lock(&svc->views);
+	sfs_for_each_view(&svc->views, w) {
+		if (w == origin || w->root != n)
+			continue;
+		if (t->n == t->cap && !targets_reserve(t, 2 * t->cap))
+			break;
+		t->slots[t->n] = w->slot;
+		t->inos[t->n++] = FUSE_ROOT_ID;
 	}
-	pthread_rwlock_unlock(&d->views_lock);
+	sfs_registry_read_unlock(&svc->views);
 	return true;
 }
 
@@ -230,11 +230,11 @@ static void queue_to_targets(struct sfs_view *origin, struct sfs_node *n, enum k
 {
 	struct targets t;
 
-	if (origin->d->nviews < 2 || !origin->d->coh)
+	if (sfs_registry_count(&origin->svc->views) < 2 || !origin->svc->coh)
 		return;
 	if (find_targets(origin, n, &t))
 		for (size_t i = 0; i < t.n; i++)
-			enqueue(origin->d->coh, t.slots[i], kind, t.inos[i], off, len, name, true);
+			enqueue(origin->svc->coh, t.slots[i], kind, t.inos[i], off, len, name, true);
 	targets_free(&t);
 }
 
@@ -267,8 +267,8 @@ void sfs_coh_name(struct sfs_view *origin, struct sfs_node *parent, const char *
 
 void sfs_coh_own_entry(struct sfs_view *origin, struct sfs_node *parent, const char *name)
 {
-	if (origin->d->coh)
-		enqueue(origin->d->coh, origin->slot, INVAL_ENTRY, sfs_ino_of(origin, parent), 0, 0,
+	if (origin->svc->coh)
+		enqueue(origin->svc->coh, origin->slot, INVAL_ENTRY, sfs_ino_of(origin, parent), 0, 0,
 		        name, false);
 }
 
@@ -288,7 +288,7 @@ static void deadline_in(struct timespec *t, long ms)
 
 void sfs_coh_flush(struct sfs_view *origin)
 {
-	struct sfs_coherence *c = origin->d->coh;
+	struct sfs_coherence *c = origin->svc->coh;
 	struct timespec deadline;
 	uint64_t seen;
 

@@ -1,4 +1,4 @@
-/* One daemon per source (SPEC §6): sets up the backing, answers the control socket, adds and
+/* One daemon per source (contract §6): sets up the backing, answers the control socket, adds and
  * drops views, and ends when the last view is gone or on SIGTERM. The control loop is one
  * thread, each control connection has its own (they take turns under control_lock), and each
  * view's session has its own threads (view.c). */
@@ -47,18 +47,35 @@
 #define CONN_TIMEOUT_MS 2000
 #define WATCHDOG_MS 100
 
-bool sfs_daemon_is_admin_entry(const struct sfs_daemon *d, const struct sfs_node *dir,
-                               const char *name)
-{
-	return dir->ino == d->backing_root_ino && dir->dev == d->backing.fs_dev &&
-	       !strcmp(name, ".strictfs");
-}
-
 void sfs_daemon_wake(struct sfs_daemon *d)
 {
 	uint64_t one = 1;
 	if (write(d->event_fd, &one, sizeof(one)) < 0)
 		syslog(LOG_WARNING, "eventfd: %m");
+}
+
+static void node_created(void *svc, struct sfs_node *n, const struct stat *st)
+{
+	(void)svc;
+	sfs_quota_node_init(&n->q, st);
+}
+
+static void wake(void *d)
+{
+	sfs_daemon_wake(d);
+}
+
+/* The ledger gets what it needs of the daemon, and nothing more (quota.h). */
+static int start_quota(struct sfs_daemon *d, char *err, size_t errlen)
+{
+	const struct sfs_quota_ctx ctx = {
+		.source = d->source, .device = d->backing.device, .root_fd = d->backing.root_fd,
+		.handle_fd = d->handle_fd, .root_ino = d->svc.root_ino,
+		.read_only = d->backing.read_only, .itab = &d->svc.itab, .fdc = &d->svc.fdc,
+		.wake = wake, .wake_arg = d,
+	};
+
+	return sfs_quota_start(&d->svc.quota, &ctx, err, errlen);
 }
 
 /* The descriptor limit is raised to the hard limit; the node cache takes a quarter of it,
@@ -175,13 +192,14 @@ static int open_view_root(struct sfs_daemon *d, const char *subdir, struct sfs_n
 		sfs_errf(err, errlen, obj, "%s", strerror(e));
 		return -e;
 	}
-	return sfs_itab_get(&d->itab, &d->fdc, fd, &st, SFS_PIN, out);
+	return sfs_itab_get(&d->svc.itab, &d->svc.fdc, fd, &st, SFS_PIN, out);
 }
 
 /* Whether a view with options o can join the views already served. */
 static int admissible(struct sfs_daemon *d, const struct sfs_opts *o, char *err, size_t errlen)
 {
 	const struct sfs_backing *b = &d->backing;
+	struct sfs_view *v;
 	int rc;
 
 	if (o->share != d->in_force.share) {
@@ -210,36 +228,27 @@ static int admissible(struct sfs_daemon *d, const struct sfs_opts *o, char *err,
 	}
 	if (o->casefold != SFS_CASEFOLD_OFF && b->mode == SFS_SHARE_EXISTING) {
 		sfs_errf(err, errlen, o->casefold == SFS_CASEFOLD_STRICT ? "casefold=strict" : "casefold",
-		         "needs strictfs to be the backing's only writer; not with share=existing "
-		         "(SPEC §3.4)");
+		         "needs strictfs to be the backing's only writer; not with share=existing");
 		return -EINVAL;
 	}
-	if (o->cache == SFS_CACHE_WRITEBACK && d->nviews) {
+	if (o->cache == SFS_CACHE_WRITEBACK && sfs_registry_count(&d->svc.views)) {
 		sfs_errf(err, errlen, "cache=writeback",
-		         "%s has other views; writeback caching needs the only view (SPEC §4.3)",
+		         "%s has other views; writeback caching needs the only view",
 		         d->source);
 		return -EBUSY;
 	}
-	for (size_t s = 0; s < SFS_MAX_VIEWS; s++)
-		if (d->views[s] && d->views[s]->opts.cache == SFS_CACHE_WRITEBACK) {
+	sfs_for_each_view(&d->svc.views, v)
+		if (v->opts.cache == SFS_CACHE_WRITEBACK) {
 			sfs_errf(err, errlen, "cache=writeback",
 			         "the view at %s uses it; no further views of %s while it exists",
-			         d->views[s]->mountpoint, d->source);
+			         v->mountpoint, d->source);
 			return -EBUSY;
 		}
-	if (d->nviews >= SFS_MAX_VIEWS) {
+	if (sfs_registry_count(&d->svc.views) >= SFS_MAX_VIEWS) {
 		sfs_errf(err, errlen, d->source, "too many views");
 		return -EMFILE;
 	}
 	return 0;
-}
-
-static int free_slot(struct sfs_daemon *d)
-{
-	for (int s = 0; s < SFS_MAX_VIEWS; s++)
-		if (!d->views[s])
-			return s;
-	return -1;
 }
 
 /* The clone of the backing a view with options o opens through (backing.h): the mount fd,
@@ -261,12 +270,12 @@ static int track_view_tree(struct sfs_daemon *d, struct sfs_view *v, const struc
 
 	if (v->qroot >= 0 || !strcmp(o->subdir, "/") || (!o->size_limit && !o->inode_limit))
 		return 0;
-	if ((fd = sfs_fd_get(&d->fdc, v->root)) < 0) {
+	if ((fd = sfs_fd_get(&d->svc.fdc, v->root)) < 0) {
 		sfs_errf(err, errlen, o->subdir, "%s", strerror(-fd));
 		return fd;
 	}
-	v->qroot = sfs_quota_add_root(&d->quota, v->root, fd, err, errlen);
-	sfs_fd_put(&d->fdc, v->root);
+	v->qroot = sfs_quota_add_root(&d->svc.quota, v->root, fd, err, errlen);
+	sfs_fd_put(&d->svc.fdc, v->root);
 	return v->qroot < 0 ? -EINVAL : 0;
 }
 
@@ -331,17 +340,19 @@ static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t
 	if ((rc = mnt = view_flavour(d, &v->opts, err, errlen)) < 0)
 		goto fail;
 	atomic_store(&v->open_mnt, mnt);
-	if ((slot = free_slot(d)) < 0) {
+	if ((slot = sfs_registry_free_slot(&d->svc.views)) < 0) {
 		rc = -EMFILE;
 		goto fail;
 	}
 	if ((rc = open_view_root(d, v->opts.subdir, &v->root, err, errlen)))
 		goto fail;
 	if ((rc = track_view_tree(d, v, &v->opts, err, errlen))) {
-		sfs_itab_unpin(&d->itab, &d->fdc, v->root);
+		sfs_itab_unpin(&d->svc.itab, &d->svc.fdc, v->root);
 		goto fail;
 	}
-	v->d = d;
+	v->svc = &d->svc;
+	v->ended_cb = wake;
+	v->ended_arg = d;
 	v->slot = slot;
 	strcpy(v->mountpoint, mp);
 	strcpy(v->source, src);
@@ -350,25 +361,16 @@ static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t
 	req->fds[0] = -1;
 	if (rc) {
 		sfs_errf(err, errlen, mp, "cannot start the FUSE session: %s", strerror(-rc));
-		sfs_quota_drop_root(&d->quota, v->qroot);
-		sfs_itab_unpin(&d->itab, &d->fdc, v->root);
+		sfs_quota_drop_root(&d->svc.quota, v->qroot);
+		sfs_itab_unpin(&d->svc.itab, &d->svc.fdc, v->root);
 		goto fail;
 	}
-	pthread_rwlock_wrlock(&d->views_lock);
-	d->views[slot] = v;
-	d->nviews++;
-	pthread_rwlock_unlock(&d->views_lock);
+	sfs_registry_add(&d->svc.views, v);
 	log_view(d, "view added at", v);
 	return 0;
 fail:
 	free(v);
 	return rc; /* the requesting strictfs command logs the refusal */
-}
-
-static bool in_namespace_of(const struct sfs_view *v, int nsfd)
-{
-	struct stat st;
-	return fstat(nsfd, &st) == 0 && st.st_ino == v->ns_ino && st.st_dev == v->ns_dev;
 }
 
 /* remount: the view's options change in place, or the change is refused by name. */
@@ -386,11 +388,7 @@ static int remount_view(struct sfs_daemon *d, struct sfs_msg *req, unsigned long
 		sfs_errf(err, errlen, "control", "malformed remount request");
 		return -EPROTO;
 	}
-	for (size_t s = 0; s < SFS_MAX_VIEWS && !v; s++)
-		if (d->views[s] && !strcmp(d->views[s]->mountpoint, mp) &&
-		    in_namespace_of(d->views[s], req->fds[0]))
-			v = d->views[s];
-	if (!v) {
+	if (!(v = sfs_registry_find(&d->svc.views, mp, req->fds[0]))) {
 		sfs_errf(err, errlen, mp, "not a view of %s", d->source);
 		return -ENOENT;
 	}
@@ -420,26 +418,23 @@ static int remount_view(struct sfs_daemon *d, struct sfs_msg *req, unsigned long
 
 static void drop_view(struct sfs_daemon *d, struct sfs_view *v)
 {
-	pthread_rwlock_wrlock(&d->views_lock);
-	d->views[v->slot] = NULL;
-	d->nviews--;
-	pthread_rwlock_unlock(&d->views_lock);
+	sfs_registry_remove(&d->svc.views, v);
 	sfs_view_finish(v);
 	sfs_view_close_files(v);
-	sfs_itab_drop_view(&d->itab, &d->fdc, v->slot);
-	sfs_quota_drop_root(&d->quota, v->qroot);
-	sfs_itab_unpin(&d->itab, &d->fdc, v->root);
+	sfs_itab_drop_view(&d->svc.itab, &d->svc.fdc, v->slot);
+	sfs_quota_drop_root(&d->svc.quota, v->qroot);
+	sfs_itab_unpin(&d->svc.itab, &d->svc.fdc, v->root);
 	syslog(LOG_INFO, "%s: view at %s removed", d->source, v->mountpoint);
 	free(v);
 }
 
 static void reap_ended_views(struct sfs_daemon *d)
 {
-	for (size_t s = 0; s < SFS_MAX_VIEWS; s++) {
-		struct sfs_view *v = d->views[s];
-		if (v && atomic_load(&v->ended))
+	struct sfs_view *v;
+
+	sfs_for_each_view(&d->svc.views, v)
+		if (atomic_load(&v->ended))
 			drop_view(d, v);
-	}
 }
 
 /* A reply: rc (0 or errno), the one-line error, and one more field if key is set. */
@@ -489,19 +484,19 @@ static bool limit_fields(const struct sfs_msg *req, uint64_t soft[SFS_QNRES],
 static json_object *views_usage(struct sfs_daemon *d)
 {
 	json_object *a = json_object_new_array();
+	struct sfs_view *v;
 
-	pthread_rwlock_rdlock(&d->views_lock);
-	for (size_t s = 0; s < SFS_MAX_VIEWS; s++) {
-		struct sfs_view *v = d->views[s];
+	sfs_registry_read_lock(&d->svc.views);
+	sfs_for_each_view(&d->svc.views, v) {
 		json_object *o;
 		struct sfs_qentry e;
-		if (!v || atomic_load(&v->ended))
+		if (atomic_load(&v->ended))
 			continue;
 		o = json_object_new_object();
 		json_object_object_add(o, "mountpoint", json_object_new_string(v->mountpoint));
 		json_object_object_add(o, "subdir", json_object_new_string(v->opts.subdir));
 		if (v->qroot >= 0 || !strcmp(v->opts.subdir, "/")) {
-			sfs_quota_tree(&d->quota, v->qroot, &e);
+			sfs_quota_tree(&d->svc.quota, v->qroot, &e);
 			json_object_object_add(o, "bytes", json_object_new_int64(e.used[SFS_QBYTES]));
 			json_object_object_add(o, "inodes", json_object_new_int64(e.used[SFS_QINODES]));
 		}
@@ -510,7 +505,7 @@ static json_object *views_usage(struct sfs_daemon *d)
 		                       json_object_new_int64((int64_t)v->opts.inode_limit));
 		json_object_array_add(a, o);
 	}
-	pthread_rwlock_unlock(&d->views_lock);
+	sfs_registry_read_unlock(&d->svc.views);
 	return a;
 }
 
@@ -525,19 +520,19 @@ static int quota_request(struct sfs_daemon *d, const struct sfs_msg *req, json_o
 	unsigned which;
 
 	if (op && !strcmp(op, "report")) {
-		*out = sfs_quota_report(&d->quota);
+		*out = sfs_quota_report(&d->svc.quota);
 		json_object_object_add(*out, "views", views_usage(d));
 		return 0;
 	}
 	if (op && !strcmp(op, "check")) {
 		bool same;
-		*out = sfs_quota_check(&d->quota, &same);
+		*out = sfs_quota_check(&d->svc.quota, &same);
 		json_object_object_add(*out, "same", json_object_new_boolean(same));
 		return 0;
 	}
 	if (op && !strcmp(op, "set") && type && id && sfs_parse_uint(id, &n) && n < UINT32_MAX &&
 	    (!strcmp(type, "user") || !strcmp(type, "group")) && limit_fields(req, soft, hard, &which))
-		return sfs_quota_set(&d->quota, strcmp(type, "user") ? SFS_QGRP : SFS_QUSR, (uint32_t)n,
+		return sfs_quota_set(&d->svc.quota, strcmp(type, "user") ? SFS_QGRP : SFS_QUSR, (uint32_t)n,
 		                     soft, hard, which, err, errlen) ? -EINVAL : 0;
 	if (op && !strcmp(op, "grace")) {
 		time_t grace[SFS_QNRES] = {0, 0};
@@ -549,7 +544,7 @@ static int quota_request(struct sfs_daemon *d, const struct sfs_msg *req, json_o
 			which |= SFS_QSET_IGRACE;
 		if ((b && !(which & SFS_QSET_BGRACE)) || (i && !(which & SFS_QSET_IGRACE)))
 			goto malformed;
-		return sfs_quota_set_grace(&d->quota, grace, which, err, errlen) ? -EINVAL : 0;
+		return sfs_quota_set_grace(&d->svc.quota, grace, which, err, errlen) ? -EINVAL : 0;
 	}
 malformed:
 	sfs_errf(err, errlen, "control", "malformed quota request");
@@ -756,10 +751,12 @@ static void conns_drain(struct sfs_daemon *d)
 
 static void wait_views_ended(struct sfs_daemon *d, int ms)
 {
+	struct sfs_view *v;
+
 	for (int waited = 0; waited < ms; waited += 50) {
 		bool all = true;
-		for (size_t s = 0; s < SFS_MAX_VIEWS; s++)
-			if (d->views[s] && !atomic_load(&d->views[s]->ended))
+		sfs_for_each_view(&d->svc.views, v)
+			if (!atomic_load(&v->ended))
 				all = false;
 		if (all)
 			return;
@@ -769,9 +766,10 @@ static void wait_views_ended(struct sfs_daemon *d, int ms)
 
 static void unmount_all(struct sfs_daemon *d)
 {
-	for (size_t s = 0; s < SFS_MAX_VIEWS; s++)
-		if (d->views[s])
-			sfs_view_unmount(d->views[s]);
+	struct sfs_view *v;
+
+	sfs_for_each_view(&d->svc.views, v)
+		sfs_view_unmount(v);
 	wait_views_ended(d, SHUTDOWN_WAIT_MS);
 	reap_ended_views(d);
 }
@@ -785,11 +783,11 @@ static bool may_exit(struct sfs_daemon *d)
 	pthread_mutex_lock(&d->conns_lock);
 	conns = d->nconns;
 	pthread_mutex_unlock(&d->conns_lock);
-	return d->nviews == 0 && conns == 0 && flock(d->lock_fd, LOCK_EX | LOCK_NB) == 0;
+	return sfs_registry_count(&d->svc.views) == 0 && conns == 0 && flock(d->lock_fd, LOCK_EX | LOCK_NB) == 0;
 }
 
 /* The kernel checks exclusivity only when the backing is created: root can still mount the
- * device natively and share the superblock (kernel-facts §2). Such a mount is noticed, logged
+ * device natively and share the superblock (doc/kernel.md §2). Such a mount is noticed, logged
  * and shown; the daemon is then not the only writer, so views stop trusting their caches. */
 static void check_shared(struct sfs_daemon *d)
 {
@@ -797,6 +795,7 @@ static void check_shared(struct sfs_daemon *d)
 	struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
 	char now[sizeof(d->shared_with)] = "";
 	struct libmnt_fs *fs;
+	struct sfs_view *v;
 
 	while (tb && it && mnt_table_next_fs(tb, it, &fs) == 0)
 		if (mnt_fs_get_devno(fs) == d->backing.rdev)
@@ -811,11 +810,11 @@ static void check_shared(struct sfs_daemon *d)
 	else
 		syslog(LOG_INFO, "%s: the native mounts of the backing device are gone", d->source);
 	strcpy(d->shared_with, now);
-	pthread_rwlock_rdlock(&d->views_lock);
-	for (size_t s = 0; s < SFS_MAX_VIEWS; s++)
-		if (d->views[s])
-			sfs_view_set_caching(d->views[s], !*now && d->backing.mode == SFS_SHARE_EXCLUSIVE);
-	pthread_rwlock_unlock(&d->views_lock);
+	atomic_store(&d->svc.shared, *now != 0);
+	sfs_registry_read_lock(&d->svc.views);
+	sfs_for_each_view(&d->svc.views, v)
+		sfs_view_set_caching(v, !*now && d->backing.mode == SFS_SHARE_EXCLUSIVE);
+	sfs_registry_read_unlock(&d->svc.views);
 }
 
 /* The daemon lives in the mount namespace of the command that first mounted its source,
@@ -824,6 +823,7 @@ static void check_shared(struct sfs_daemon *d)
  * the namespace's end would have done. */
 static void unmount_unreachable_views(struct sfs_daemon *d)
 {
+	struct sfs_view *v;
 	struct stat self;
 	bool alone = true;
 	struct dirent *de;
@@ -843,9 +843,8 @@ static void unmount_unreachable_views(struct sfs_daemon *d)
 	closedir(proc);
 	if (!alone)
 		return;
-	for (size_t s = 0; s < SFS_MAX_VIEWS; s++) {
-		struct sfs_view *v = d->views[s];
-		if (v && v->ns_ino == self.st_ino && v->ns_dev == self.st_dev) {
+	sfs_for_each_view(&d->svc.views, v) {
+		if (v->ns_ino == self.st_ino && v->ns_dev == self.st_dev) {
 			syslog(LOG_INFO, "%s: no process is left in the mount namespace of %s; unmounting it",
 			       d->source, v->mountpoint);
 			umount2(v->mountpoint, MNT_DETACH | UMOUNT_NOFOLLOW);
@@ -858,7 +857,7 @@ static void unmount_unreachable_views(struct sfs_daemon *d)
  * to the system, so the daemon's size follows the files in use, not those it once saw. */
 static void give_back_forgotten_nodes(struct sfs_daemon *d)
 {
-	size_t n = sfs_itab_count(&d->itab);
+	size_t n = sfs_itab_count(&d->svc.itab);
 
 	if (n > d->itab_peak) {
 		d->itab_peak = n;
@@ -877,7 +876,7 @@ static void control_loop(struct sfs_daemon *d)
 		int busy = conns_watchdog(d, false);
 		struct pollfd pf[3] = {{busy < SFS_MAX_CONNS ? d->listen_fd : -1, POLLIN, 0},
 		                       {d->event_fd, POLLIN, 0}, {d->mountinfo_fd, POLLPRI, 0}};
-		int timeout = busy ? WATCHDOG_MS : d->nviews ? NAMESPACE_CHECK_MS : 200;
+		int timeout = busy ? WATCHDOG_MS : sfs_registry_count(&d->svc.views) ? NAMESPACE_CHECK_MS : 200;
 		long long now;
 		uint64_t n;
 
@@ -889,7 +888,7 @@ static void control_loop(struct sfs_daemon *d)
 		}
 		pthread_mutex_lock(&d->control_lock);
 		now = now_ms();
-		if (d->nviews && now - last_check >= NAMESPACE_CHECK_MS) {
+		if (sfs_registry_count(&d->svc.views) && now - last_check >= NAMESPACE_CHECK_MS) {
 			unmount_unreachable_views(d);
 			give_back_forgotten_nodes(d);
 			last_check = now;
@@ -899,10 +898,10 @@ static void control_loop(struct sfs_daemon *d)
 		if (pf[1].revents & POLLIN && read(d->event_fd, &n, sizeof(n)) < 0)
 			syslog(LOG_WARNING, "eventfd: %m");
 		reap_ended_views(d);
-		sfs_quota_flush(&d->quota);
+		sfs_quota_flush(&d->svc.quota);
 		if (atomic_load(&d->stopping)) {
 			unmount_all(d);
-			if (d->nviews == 0)
+			if (sfs_registry_count(&d->svc.views) == 0)
 				flock(d->lock_fd, LOCK_EX);
 			done = true;
 		} else {
@@ -954,7 +953,10 @@ static int setup(struct sfs_daemon *d, const char *optstr, char *err, size_t err
 	syslog(LOG_INFO, "%s: backing %s mounted (%s, %s)", d->source, d->backing.device,
 	       d->backing.mode == SFS_SHARE_EXISTING ? "shared-existing" : "exclusive",
 	       d->backing.options);
-	if (sfs_itab_init(&d->itab)) {
+	const struct sfs_itab_hooks node_hooks = {
+		.created = node_created, .freed = sfs_names_node_freed, .arg = &d->svc};
+
+	if (sfs_itab_init(&d->svc.itab, &node_hooks)) {
 		sfs_errf(err, errlen, d->source, "out of memory");
 		return -1;
 	}
@@ -965,21 +967,21 @@ static int setup(struct sfs_daemon *d, const char *optstr, char *err, size_t err
 		         strerror(errno));
 		return -1;
 	}
-	sfs_fdcache_init(&d->fdc, d->handle_fd, d->fd_limit);
+	sfs_fdcache_init(&d->svc.fdc, d->handle_fd, d->fd_limit);
 	fd = openat(d->backing.root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) < 0 ||
-	    (rc = sfs_itab_get(&d->itab, &d->fdc, fd, &st, SFS_PIN, &root))) {
+	    (rc = sfs_itab_get(&d->svc.itab, &d->svc.fdc, fd, &st, SFS_PIN, &root))) {
 		sfs_errf(err, errlen, d->backing.device, "cannot open the backing root");
 		return -1;
 	}
-	d->backing_root_ino = st.st_ino;
-	if (sfs_quota_start(d, &d->quota, err, errlen))
+	d->svc.root_ino = st.st_ino;
+	if (start_quota(d, err, errlen))
 		return -1;
-	if (sfs_names_init(d)) {
+	if (sfs_names_init(&d->svc)) {
 		sfs_errf(err, errlen, d->source, "out of memory");
 		return -1;
 	}
-	if (sfs_coh_start(d) || listen_on(d, err, errlen) < 0)
+	if (sfs_coh_start(&d->svc) || listen_on(d, err, errlen) < 0)
 		return -1;
 	d->mountinfo_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
 	d->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -1000,20 +1002,20 @@ static void teardown(struct sfs_daemon *d)
 		unlink(path);
 		close(d->listen_fd);
 	}
-	if (d->nviews) {
+	if (sfs_registry_count(&d->svc.views)) {
 		/* views unmounted lazily while files in them are open keep serving until this
 		 * process ends; their threads use the tables, so nothing is freed under them. The
 		 * exit ends their connections (callers get ECONNABORTED) and releases the backing. */
-		sfs_quota_flush(&d->quota);
+		sfs_quota_flush(&d->svc.quota);
 		syslog(LOG_WARNING, "%s: %zu view(s) still in use after unmounting; their open "
-		       "files fail as the daemon exits", d->source, d->nviews);
+		       "files fail as the daemon exits", d->source, sfs_registry_count(&d->svc.views));
 		return;
 	}
-	sfs_quota_stop(&d->quota);
-	sfs_coh_stop(d);
-	sfs_names_destroy(d);
-	if (d->itab.buckets)
-		sfs_itab_destroy(&d->itab, &d->fdc);
+	sfs_quota_stop(&d->svc.quota);
+	sfs_coh_stop(&d->svc);
+	sfs_names_destroy(&d->svc);
+	if (d->svc.itab.buckets)
+		sfs_itab_destroy(&d->svc.itab, &d->svc.fdc);
 	if (d->handle_fd >= 0)
 		close(d->handle_fd);
 	sfs_backing_close(&d->backing);
@@ -1040,7 +1042,9 @@ int sfs_daemon_main(int argc, char **argv)
 	ready = atoi(argv[5]);
 	d->listen_fd = d->event_fd = d->lock_fd = d->mountinfo_fd = d->handle_fd = -1;
 	d->started = time(NULL);
-	pthread_rwlock_init(&d->views_lock, NULL);
+	d->svc.backing = &d->backing;
+	sfs_registry_init(&d->svc.views);
+	sfs_dirlock_init(&d->svc.dirlock);
 	pthread_mutex_init(&d->control_lock, NULL);
 	pthread_mutex_init(&d->conns_lock, NULL);
 	pthread_cond_init(&d->conns_idle, NULL);

@@ -1,4 +1,4 @@
-/* strictfs demo: the seed scenario end to end (SPEC §8), as a shell script run with the real
+/* strictfs demo: the seed scenario end to end (contract §8), as a shell script run with the real
  * tools, so what it shows is what a user would type. Everything it makes is under one
  * temporary directory and removed by its trap. */
 #include <limits.h>

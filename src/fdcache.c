@@ -14,50 +14,28 @@ void sfs_fdcache_init(struct sfs_fdcache *c, int mount_fd, size_t limit)
 {
 	memset(c, 0, sizeof(*c));
 	pthread_mutex_init(&c->lock, NULL);
+	sfs_list_init(&c->lru);
 	c->mount_fd = mount_fd;
 	c->limit = limit < 16 ? 16 : limit;
-}
-
-static void lru_unlink(struct sfs_fdcache *c, struct sfs_node *n)
-{
-	if (n->lru_prev)
-		n->lru_prev->lru_next = n->lru_next;
-	else if (c->head == n)
-		c->head = n->lru_next;
-	if (n->lru_next)
-		n->lru_next->lru_prev = n->lru_prev;
-	else if (c->tail == n)
-		c->tail = n->lru_prev;
-	n->lru_prev = n->lru_next = NULL;
-}
-
-static void lru_push_front(struct sfs_fdcache *c, struct sfs_node *n)
-{
-	n->lru_prev = NULL;
-	n->lru_next = c->head;
-	if (c->head)
-		c->head->lru_prev = n;
-	c->head = n;
-	if (!c->tail)
-		c->tail = n;
 }
 
 /* Closes descriptors from the cold end until under the bound; returns those to close
  * outside the lock through fds (at most max). */
 static size_t evict_locked(struct sfs_fdcache *c, int *fds, size_t max)
 {
+	struct sfs_list *pos, *prev;
 	size_t k = 0;
-	struct sfs_node *n = c->tail;
 
-	while (c->open > c->limit && n && k < max) {
-		struct sfs_node *prev = n->lru_prev;
+	sfs_list_for_each_prev_safe(pos, prev, &c->lru) {
+		struct sfs_node *n = sfs_list_entry(pos, struct sfs_node, lru);
+		if (c->open <= c->limit || k == max)
+			break;
 		if (!n->fd_users) {
 			fds[k++] = n->fd;
 			n->fd = -1;
-			lru_unlink(c, n);
+			sfs_list_del(&n->lru);
 			c->open--;
 		}
-		n = prev;
 	}
 	return k;
 }
@@ -66,7 +44,7 @@ static void install_locked(struct sfs_fdcache *c, struct sfs_node *n, int fd)
 {
 	n->fd = fd;
 	c->open++;
-	lru_push_front(c, n);
+	sfs_list_add(&n->lru, &c->lru);
 }
 
 void sfs_fdcache_offer(struct sfs_fdcache *c, struct sfs_node *n, int fd)
@@ -108,10 +86,8 @@ int sfs_fd_get(struct sfs_fdcache *c, struct sfs_node *n)
 	pthread_mutex_lock(&c->lock);
 	if (n->fd >= 0) {
 		n->fd_users++;
-		if (c->head != n) {
-			lru_unlink(c, n);
-			lru_push_front(c, n);
-		}
+		if (c->lru.next != &n->lru)
+			sfs_list_move(&n->lru, &c->lru);
 		fd = n->fd;
 		pthread_mutex_unlock(&c->lock);
 		return fd;
@@ -162,7 +138,7 @@ void sfs_fdcache_remove(struct sfs_fdcache *c, struct sfs_node *n)
 	if (n->fd >= 0) {
 		fd = n->fd;
 		n->fd = -1;
-		lru_unlink(c, n);
+		sfs_list_del(&n->lru);
 		c->open--;
 	}
 	pthread_mutex_unlock(&c->lock);

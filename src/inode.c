@@ -2,35 +2,34 @@
  * here walks the table on the request path. */
 #include "inode.h"
 
-#include "quota.h"
-
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "fdcache.h"
-#include "names.h"
+#include "hash.h"
 
 static size_t bucket_of(const struct sfs_itab *t, dev_t dev, ino_t ino)
 {
-	uint64_t h = (uint64_t)ino * 0x9e3779b97f4a7c15ull ^ (uint64_t)dev * 0xc2b2ae3d27d4eb4full;
-	return (h >> 17 ^ h) & (t->nbuckets - 1);
+	return sfs_hash_inode(dev, ino) & (t->nbuckets - 1);
 }
 
-int sfs_itab_init(struct sfs_itab *t)
+int sfs_itab_init(struct sfs_itab *t, const struct sfs_itab_hooks *hooks)
 {
 	memset(t, 0, sizeof(*t));
+	t->hooks = *hooks;
 	pthread_mutex_init(&t->lock, NULL);
 	t->nbuckets = 1024;
 	t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
 	return t->buckets ? 0 : -ENOMEM;
 }
 
-static void free_node(struct sfs_fdcache *c, struct sfs_node *n)
+static void free_node(struct sfs_itab *t, struct sfs_fdcache *c, struct sfs_node *n)
 {
 	sfs_fdcache_remove(c, n);
-	sfs_names_node_freed(n);
+	if (t->hooks.freed)
+		t->hooks.freed(t->hooks.arg, n);
 	free(n->refs);
 	n->magic = 0;
 	free(n);
@@ -42,7 +41,7 @@ void sfs_itab_destroy(struct sfs_itab *t, struct sfs_fdcache *c)
 		struct sfs_node *n = t->buckets[i];
 		while (n) {
 			struct sfs_node *next = n->hnext;
-			free_node(c, n);
+			free_node(t, c, n);
 			n = next;
 		}
 	}
@@ -114,7 +113,7 @@ static int add_ref(struct sfs_node *n, uint32_t view)
 	return 0;
 }
 
-static int make_node(int fd, const struct stat *st, struct sfs_node **out)
+static int make_node(struct sfs_itab *t, int fd, const struct stat *st, struct sfs_node **out)
 {
 	struct {
 		struct file_handle fh;
@@ -134,7 +133,8 @@ static int make_node(int fd, const struct stat *st, struct sfs_node **out)
 	n->dev = st->st_dev;
 	n->ino = st->st_ino;
 	n->fd = -1;
-	sfs_quota_node_init(&n->q, st);
+	if (t->hooks.created)
+		t->hooks.created(t->hooks.arg, n, st);
 	n->handle_type = h.fh.handle_type;
 	n->handle_len = h.fh.handle_bytes;
 	memcpy(n->handle, h.fh.f_handle, h.fh.handle_bytes);
@@ -179,7 +179,7 @@ again:
 	if (!alive) {
 		/* name_to_handle_at outside the lock: it is a syscall, and a race only means
 		 * one of two fresh nodes is thrown away below. */
-		rc = make_node(fd, st, &fresh);
+		rc = make_node(t, fd, st, &fresh);
 		if (rc) {
 			close(fd);
 			return rc;
@@ -242,7 +242,7 @@ static void maybe_free_locked(struct sfs_itab *t, struct sfs_fdcache *c, struct 
 	if (n->nlookup || n->pins)
 		return;
 	unlink_locked(t, n);
-	free_node(c, n);
+	free_node(t, c, n);
 }
 
 void sfs_itab_forget(struct sfs_itab *t, struct sfs_fdcache *c, struct sfs_node *node,

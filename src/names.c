@@ -13,46 +13,30 @@
 #include <unistd.h>
 
 #include "creds.h"
-#include "daemon.h"
+#include "services.h"
+#include "view.h"
 #include "fdcache.h"
 #include "coherence.h"
-#include "fold.h"
+#include "foldcache.h"
+#include "hash.h"
 #include "view.h"
 
 /* Indexes of warm directories: about 120 bytes a name, so some 500,000 names. */
 #define FOLD_BUDGET (64u << 20)
 #define BUILD_TRIES 4
 
-int sfs_names_init(struct sfs_daemon *d)
+int sfs_names_init(struct sfs_services *svc)
 {
-	return sfs_foldcache_new(&d->folds, FOLD_BUDGET);
+	pthread_mutex_init(&svc->spellings.lock, NULL);
+	sfs_hash_key_init(&svc->spellings.key, svc);
+	return sfs_foldcache_new(&svc->folds, FOLD_BUDGET, &svc->dirlock);
 }
 
-void sfs_names_destroy(struct sfs_daemon *d)
+void sfs_names_destroy(struct sfs_services *svc)
 {
-	if (d->folds)
-		sfs_foldcache_free(d->folds);
-	d->folds = NULL;
-}
-
-void sfs_names_lock(struct sfs_daemon *d, const struct sfs_node *dir)
-{
-	sfs_foldcache_change_lock(d->folds, dir->dev, dir->ino);
-}
-
-void sfs_names_unlock(struct sfs_daemon *d, const struct sfs_node *dir)
-{
-	sfs_foldcache_change_unlock(d->folds, dir->dev, dir->ino);
-}
-
-void sfs_names_lock2(struct sfs_daemon *d, const struct sfs_node *a, const struct sfs_node *b)
-{
-	sfs_foldcache_change_lock2(d->folds, a->dev, a->ino, b->dev, b->ino);
-}
-
-void sfs_names_unlock2(struct sfs_daemon *d, const struct sfs_node *a, const struct sfs_node *b)
-{
-	sfs_foldcache_change_unlock2(d->folds, a->dev, a->ino, b->dev, b->ino);
+	if (svc->folds)
+		sfs_foldcache_free(svc->folds);
+	svc->folds = NULL;
 }
 
 /* ---- Spellings casefold views may cache ------------------------------------------------
@@ -77,16 +61,6 @@ struct sfs_spellset {
 	size_t count;
 };
 
-static pthread_mutex_t spell_lock = PTHREAD_MUTEX_INITIALIZER;
-static size_t spell_total; /* records over all directories, under spell_lock */
-
-static uint64_t fnv1a(const char *s, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-	while (n--)
-		h = (h ^ (unsigned char)*s++) * 0x100000001b3ull;
-	return h;
-}
 
 /* The folded form of name into buf; its length, or 0 when it cannot be folded. */
 static size_t fold_of(const char *name, char *buf, size_t len)
@@ -120,6 +94,7 @@ static bool set_grow(struct sfs_spellset *set)
 
 bool sfs_names_track_spelling(struct sfs_view *v, struct sfs_node *dir, const char *name)
 {
+	struct sfs_spellings *all = &v->svc->spellings;
 	char fold[SFS_FOLD_KEY_MAX];
 	size_t flen, nlen = strlen(name);
 	struct spelling *sp;
@@ -129,8 +104,8 @@ bool sfs_names_track_spelling(struct sfs_view *v, struct sfs_node *dir, const ch
 	if (v->opts.casefold == SFS_CASEFOLD_OFF || nlen > SFS_FOLD_NAME_MAX ||
 	    !(flen = fold_of(name, fold, sizeof(fold))))
 		return false;
-	h = fnv1a(fold, flen);
-	pthread_mutex_lock(&spell_lock);
+	h = sfs_hash_bytes(&all->key, fold, flen);
+	pthread_mutex_lock(&all->lock);
 	if (!dir->spellings && !(dir->spellings = calloc(1, sizeof(*dir->spellings))))
 		goto out;
 	struct sfs_spellset *set = dir->spellings;
@@ -141,7 +116,7 @@ bool sfs_names_track_spelling(struct sfs_view *v, struct sfs_node *dir, const ch
 				ok = true; /* already tracked */
 				goto out;
 			}
-	if (spell_total >= MAX_SPELLINGS || (set->count >= set->nbuckets && !set_grow(set)))
+	if (all->total >= MAX_SPELLINGS || (set->count >= set->nbuckets && !set_grow(set)))
 		goto out;
 	if (!(sp = malloc(sizeof(*sp) + flen + nlen + 1)))
 		goto out;
@@ -153,15 +128,16 @@ bool sfs_names_track_spelling(struct sfs_view *v, struct sfs_node *dir, const ch
 	sp->next = set->buckets[h & (set->nbuckets - 1)];
 	set->buckets[h & (set->nbuckets - 1)] = sp;
 	set->count++;
-	spell_total++;
+	all->total++;
 	ok = true;
 out:
-	pthread_mutex_unlock(&spell_lock);
+	pthread_mutex_unlock(&all->lock);
 	return ok;
 }
 
 /* Takes out of dir's records every spelling of name's class; returns them as a list. */
-static struct spelling *take_class(struct sfs_node *dir, const char *name)
+static struct spelling *take_class(struct sfs_spellings *all, struct sfs_node *dir,
+                                   const char *name)
 {
 	char fold[SFS_FOLD_KEY_MAX];
 	struct spelling *taken = NULL, **pp;
@@ -170,8 +146,8 @@ static struct spelling *take_class(struct sfs_node *dir, const char *name)
 
 	if (!(flen = fold_of(name, fold, sizeof(fold))))
 		return NULL;
-	h = fnv1a(fold, flen);
-	pthread_mutex_lock(&spell_lock);
+	h = sfs_hash_bytes(&all->key, fold, flen);
+	pthread_mutex_lock(&all->lock);
 	if (dir->spellings && dir->spellings->nbuckets) {
 		struct sfs_spellset *set = dir->spellings;
 		pp = &set->buckets[h & (set->nbuckets - 1)];
@@ -182,19 +158,19 @@ static struct spelling *take_class(struct sfs_node *dir, const char *name)
 				sp->next = taken;
 				taken = sp;
 				set->count--;
-				spell_total--;
+				all->total--;
 			} else {
 				pp = &sp->next;
 			}
 		}
 	}
-	pthread_mutex_unlock(&spell_lock);
+	pthread_mutex_unlock(&all->lock);
 	return taken;
 }
 
 static void class_changed(struct sfs_view *v, struct sfs_node *dir, const char *name)
 {
-	struct spelling *sp = take_class(dir, name);
+	struct spelling *sp = take_class(&v->svc->spellings, dir, name);
 
 	while (sp) {
 		struct spelling *next = sp->next;
@@ -204,20 +180,21 @@ static void class_changed(struct sfs_view *v, struct sfs_node *dir, const char *
 	}
 }
 
-void sfs_names_node_freed(struct sfs_node *dir)
+void sfs_names_node_freed(void *svc, struct sfs_node *dir)
 {
+	struct sfs_spellings *all = &((struct sfs_services *)svc)->spellings;
 	struct sfs_spellset *set = dir->spellings;
 
 	if (!set)
 		return;
-	pthread_mutex_lock(&spell_lock);
+	pthread_mutex_lock(&all->lock);
 	for (size_t i = 0; i < set->nbuckets; i++)
 		for (struct spelling *sp = set->buckets[i], *next; sp; sp = next) {
 			next = sp->next;
 			free(sp);
-			spell_total--;
+			all->total--;
 		}
-	pthread_mutex_unlock(&spell_lock);
+	pthread_mutex_unlock(&all->lock);
 	free(set->buckets);
 	free(set);
 	dir->spellings = NULL;
@@ -225,33 +202,33 @@ void sfs_names_node_freed(struct sfs_node *dir)
 
 void sfs_names_added(struct sfs_view *v, struct sfs_node *dir, const char *name)
 {
-	sfs_foldcache_note_add(v->d->folds, dir->dev, dir->ino, name, strlen(name));
+	sfs_foldcache_note_add(v->svc->folds, dir->dev, dir->ino, name, strlen(name));
 	class_changed(v, dir, name);
 }
 
 void sfs_names_removed(struct sfs_view *v, struct sfs_node *dir, const char *name)
 {
-	sfs_foldcache_note_remove(v->d->folds, dir->dev, dir->ino, name, strlen(name));
+	sfs_foldcache_note_remove(v->svc->folds, dir->dev, dir->ino, name, strlen(name));
 	class_changed(v, dir, name);
 }
 
 void sfs_names_renamed(struct sfs_view *v, struct sfs_node *from_dir, const char *from,
                        struct sfs_node *to_dir, const char *to)
 {
-	sfs_foldcache_note_rename(v->d->folds, from_dir->dev, from_dir->ino, from, strlen(from),
+	sfs_foldcache_note_rename(v->svc->folds, from_dir->dev, from_dir->ino, from, strlen(from),
 	                          to_dir->dev, to_dir->ino, to, strlen(to));
 	class_changed(v, from_dir, from);
 	class_changed(v, to_dir, to);
 }
 
-void sfs_names_dir_gone(struct sfs_daemon *d, dev_t dev, ino_t ino)
+void sfs_names_dir_gone(struct sfs_services *svc, dev_t dev, ino_t ino)
 {
-	sfs_foldcache_forget(d->folds, dev, ino);
+	sfs_foldcache_forget(svc->folds, dev, ino);
 }
 
 /* Reads the names of dir; the index is the daemon's, so the directory is read whatever the
  * caller may read (a casefold lookup needs only search permission, as on ext4). */
-static int read_names(struct sfs_daemon *d, const struct sfs_node *dir, int dirfd,
+static int read_names(struct sfs_services *svc, const struct sfs_node *dir, int dirfd,
                       struct sfs_foldidx **out)
 {
 	size_t n = 0, cap = 256;
@@ -272,7 +249,7 @@ static int read_names(struct sfs_daemon *d, const struct sfs_node *dir, int dirf
 		goto out;
 	}
 	while ((de = readdir(dp))) {
-		if (sfs_daemon_is_admin_entry(d, dir, de->d_name))
+		if (sfs_is_admin_entry(svc, dir, de->d_name))
 			continue;
 		if (n == cap) {
 			char **more = realloc(names, (cap *= 2) * sizeof(*names));
@@ -299,16 +276,16 @@ out:
 }
 
 /* The cached index of dir, built from the backing if needed; pinned. */
-static struct sfs_folddir *index_of(struct sfs_daemon *d, const struct sfs_node *dir, int dirfd)
+static struct sfs_folddir *index_of(struct sfs_services *svc, const struct sfs_node *dir, int dirfd)
 {
-	struct sfs_folddir *fd = sfs_foldcache_get(d->folds, dir->dev, dir->ino);
+	struct sfs_folddir *fd = sfs_foldcache_get(svc->folds, dir->dev, dir->ino);
 
 	for (int tries = 0; !fd && tries < BUILD_TRIES; tries++) {
-		uint64_t stamp = sfs_foldcache_stamp(d->folds, dir->dev, dir->ino);
+		uint64_t stamp = sfs_foldcache_stamp(svc->folds, dir->dev, dir->ino);
 		struct sfs_foldidx *idx;
-		if (read_names(d, dir, dirfd, &idx))
+		if (read_names(svc, dir, dirfd, &idx))
 			return NULL;
-		if (sfs_foldcache_insert(d->folds, dir->dev, dir->ino, stamp, idx, &fd) != -EAGAIN)
+		if (sfs_foldcache_insert(svc->folds, dir->dev, dir->ino, stamp, idx, &fd) != -EAGAIN)
 			break;
 		fd = NULL;
 	}
@@ -318,7 +295,7 @@ static struct sfs_folddir *index_of(struct sfs_daemon *d, const struct sfs_node 
 /* While a native mount of the device exists, it writes behind the daemon's back and no index
  * stays exact: a directory's index is read afresh when this thread last did so more than a
  * second ago (the views' caches are as short then; see check_shared in daemon.c). */
-static void revalidate_if_shared(struct sfs_daemon *d, const struct sfs_node *dir)
+static void revalidate_if_shared(struct sfs_services *svc, const struct sfs_node *dir)
 {
 	static __thread struct {
 		dev_t dev;
@@ -327,18 +304,18 @@ static void revalidate_if_shared(struct sfs_daemon *d, const struct sfs_node *di
 	} fresh;
 	time_t now;
 
-	if (!*d->shared_with)
+	if (!atomic_load(&svc->shared))
 		return;
 	now = time(NULL);
 	if (fresh.dev == dir->dev && fresh.ino == dir->ino && now - fresh.at < 1)
 		return;
-	sfs_foldcache_forget(d->folds, dir->dev, dir->ino);
+	sfs_foldcache_forget(svc->folds, dir->dev, dir->ino);
 	fresh.dev = dir->dev;
 	fresh.ino = dir->ino;
 	fresh.at = now;
 }
 
-int sfs_names_fold_lookup(struct sfs_daemon *d, const struct sfs_node *dir, int dirfd,
+int sfs_names_fold_lookup(struct sfs_services *svc, const struct sfs_node *dir, int dirfd,
                           const char *name, char *out, size_t outlen)
 {
 	struct sfs_foldidx_hit hit;
@@ -347,14 +324,14 @@ int sfs_names_fold_lookup(struct sfs_daemon *d, const struct sfs_node *dir, int 
 
 	if (strlen(name) > SFS_FOLD_NAME_MAX)
 		return -ENOENT;
-	revalidate_if_shared(d, dir);
-	rc = sfs_foldcache_lookup(d->folds, dir->dev, dir->ino, name, strlen(name), &hit);
+	revalidate_if_shared(svc, dir);
+	rc = sfs_foldcache_lookup(svc->folds, dir->dev, dir->ino, name, strlen(name), &hit);
 	if (rc == -ENODATA) {
-		if (!(fd = index_of(d, dir, dirfd)))
+		if (!(fd = index_of(svc, dir, dirfd)))
 			return -ENOENT;
 		rc = sfs_foldidx_lookup(sfs_folddir_rdlock(fd), name, strlen(name), &hit);
 		sfs_folddir_unlock(fd);
-		sfs_foldcache_put(d->folds, fd);
+		sfs_foldcache_put(svc->folds, fd);
 	}
 	if (rc)
 		return -ENOENT;
@@ -364,16 +341,16 @@ int sfs_names_fold_lookup(struct sfs_daemon *d, const struct sfs_node *dir, int 
 	return 0;
 }
 
-int sfs_names_fold_peek(struct sfs_daemon *d, const struct sfs_node *dir, const char *name,
+int sfs_names_fold_peek(struct sfs_services *svc, const struct sfs_node *dir, const char *name,
                         char *out, size_t outlen, bool *exact)
 {
 	struct sfs_foldidx_hit hit;
 	size_t len = strlen(name);
 	int rc;
 
-	if (len > SFS_FOLD_NAME_MAX || *d->shared_with)
+	if (len > SFS_FOLD_NAME_MAX || atomic_load(&svc->shared))
 		return -ENODATA;
-	rc = sfs_foldcache_lookup(d->folds, dir->dev, dir->ino, name, len, &hit);
+	rc = sfs_foldcache_lookup(svc->folds, dir->dev, dir->ino, name, len, &hit);
 	if (rc)
 		return rc == -ENOENT ? -ENOENT : -ENODATA;
 	if (hit.len >= outlen)
@@ -383,32 +360,32 @@ int sfs_names_fold_peek(struct sfs_daemon *d, const struct sfs_node *dir, const 
 	return 0;
 }
 
-bool sfs_names_fold_listed(struct sfs_daemon *d, const struct sfs_node *dir, const char *name)
+bool sfs_names_fold_listed(struct sfs_services *svc, const struct sfs_node *dir, const char *name)
 {
 	struct sfs_folddir *fd;
 	bool listed = true;
 	int dirfd;
 
-	dirfd = sfs_fd_get(&d->fdc, (struct sfs_node *)dir);
+	dirfd = sfs_fd_get(&svc->fdc, (struct sfs_node *)dir);
 	if (dirfd < 0)
 		return true;
-	revalidate_if_shared(d, dir);
-	fd = index_of(d, dir, dirfd);
-	sfs_fd_put(&d->fdc, (struct sfs_node *)dir);
+	revalidate_if_shared(svc, dir);
+	fd = index_of(svc, dir, dirfd);
+	sfs_fd_put(&svc->fdc, (struct sfs_node *)dir);
 	if (!fd)
 		return true;
 	listed = sfs_foldidx_listed(sfs_folddir_rdlock(fd), name, strlen(name));
 	sfs_folddir_unlock(fd);
-	sfs_foldcache_put(d->folds, fd);
+	sfs_foldcache_put(svc->folds, fd);
 	return listed;
 }
 
-size_t sfs_names_collisions(struct sfs_daemon *d)
+size_t sfs_names_collisions(struct sfs_services *svc)
 {
 	struct sfs_foldcache_stats st;
 
-	if (!d->folds)
+	if (!svc->folds)
 		return 0;
-	sfs_foldcache_stats(d->folds, &st);
+	sfs_foldcache_stats(svc->folds, &st);
 	return st.collisions;
 }

@@ -1,6 +1,6 @@
 /* View options: parsed with libmount's optstr walker into struct sfs_opts. Every option
  * strictfs knows is in one table below; an option outside it is refused by name, and so is
- * an option of SPEC §5 whose policy module does not exist yet. */
+ * an option of contract §5 whose policy module does not exist yet. */
 #include "options.h"
 
 #include "quota_state.h"
@@ -19,104 +19,68 @@
 
 enum arg { ARG_NONE, ARG_REQUIRED, ARG_OPTIONAL };
 
+/* One known option, as libmount's optmap has them: the field of struct sfs_opts it sets and
+ * to what, or, for an option with a syntax of its own, the function that reads it. */
 struct opt_def {
 	const char *name;
 	enum arg arg;
 	int (*apply)(struct sfs_opts *o, const struct opt_def *d, const char *val, char *err,
 	             size_t errlen);
-	long data;  /* handler-specific: a flag bit, an enum value */
-	const char *key; /* superblock options: the family, when it differs from name */
+	size_t field;               /* offsetof the field set (set_bool, set_int, set_choice) */
+	long data;                  /* the value set, a flag bit, or what apply makes of it */
+	bool inv;                   /* set_flag: clears the bit (the positive form of a "no" flag) */
+	const char *const *choices; /* set_choice: the values NAME=VALUE takes, in enum order */
+	const char *key;            /* superblock options: the family, when it differs from name */
 };
 
-static int set_acl(struct sfs_opts *o, const struct opt_def *d, const char *v, char *e, size_t l)
+#define FIELD(o, d, type) (*(type *)((char *)(o) + (d)->field))
+
+_Static_assert(sizeof(enum sfs_df) == sizeof(int) && sizeof(enum sfs_atime) == sizeof(int) &&
+               sizeof(enum sfs_cache) == sizeof(int) && sizeof(enum sfs_share) == sizeof(int),
+               "enum fields are set as int");
+
+static int set_bool(struct sfs_opts *o, const struct opt_def *d, const char *v, char *e, size_t l)
 {
 	(void)v, (void)e, (void)l;
-	o->acl = d->data;
+	FIELD(o, d, bool) = d->data;
 	return 0;
 }
 
-static int set_user_xattr(struct sfs_opts *o, const struct opt_def *d, const char *v, char *e,
-                          size_t l)
+static int set_int(struct sfs_opts *o, const struct opt_def *d, const char *v, char *e, size_t l)
 {
 	(void)v, (void)e, (void)l;
-	o->user_xattr = d->data;
+	FIELD(o, d, int) = d->data;
 	return 0;
 }
 
-static int set_ro(struct sfs_opts *o, const struct opt_def *d, const char *v, char *e, size_t l)
+/* A per-mount flag of the view's mount(2): nosuid, nodev, noexec, nosymfollow, and their
+ * positive forms (inv). */
+static int set_flag(struct sfs_opts *o, const struct opt_def *d, const char *v, char *e, size_t l)
 {
 	(void)v, (void)e, (void)l;
-	o->ro = d->data;
-	return 0;
-}
-
-static int set_df(struct sfs_opts *o, const struct opt_def *d, const char *v, char *e, size_t l)
-{
-	(void)v, (void)e, (void)l;
-	o->df = d->data;
-	return 0;
-}
-
-static int set_remount(struct sfs_opts *o, const struct opt_def *d, const char *v, char *e,
-                       size_t l)
-{
-	(void)d, (void)v, (void)e, (void)l;
-	o->remount = true;
-	return 0;
-}
-
-/* nosuid, nodev, noexec, nosymfollow and their positive forms. */
-static int set_mount_flag(struct sfs_opts *o, const struct opt_def *d, const char *v, char *e,
-                          size_t l)
-{
-	(void)v, (void)e, (void)l;
-	if (d->name[0] == 'n' && d->name[1] == 'o')
-		o->mount_flags |= d->data;
-	else
+	if (d->inv)
 		o->mount_flags &= ~(unsigned long)d->data;
+	else
+		o->mount_flags |= d->data;
 	return 0;
 }
 
-static int set_atime(struct sfs_opts *o, const struct opt_def *d, const char *v, char *e,
-                     size_t l)
+/* NAME=VALUE for one of d->choices: the field gets the value's index. */
+static int set_choice(struct sfs_opts *o, const struct opt_def *d, const char *v, char *err,
+                      size_t errlen)
 {
-	(void)v, (void)e, (void)l;
-	if (d->data == -1) {
-		o->nodiratime = !strcmp(d->name, "nodiratime");
-		return 0;
-	}
-	o->atime = d->data;
-	return 0;
-}
+	char obj[128], use[128] = "";
 
-static int set_enum(struct sfs_opts *o, const struct opt_def *d, const char *v, char *err,
-                    size_t errlen)
-{
-	char obj[128];
-
+	for (int i = 0; d->choices[i]; i++)
+		if (!strcmp(d->choices[i], v)) {
+			FIELD(o, d, int) = i;
+			return 0;
+		}
+	for (int i = 0; d->choices[i]; i++)
+		snprintf(use + strlen(use), sizeof(use) - strlen(use), "%s%s=%s",
+		         !i ? "" : d->choices[i + 1] ? ", " : " or ", d->name, d->choices[i]);
 	snprintf(obj, sizeof(obj), "%s=%s", d->name, v);
-	if (!strcmp(d->name, "cache")) {
-		if (!strcmp(v, "strict"))
-			o->cache = SFS_CACHE_STRICT;
-		else if (!strcmp(v, "writeback"))
-			o->cache = SFS_CACHE_WRITEBACK;
-		else
-			goto bad;
-		return 0;
-	}
-	if (!strcmp(d->name, "share")) {
-		if (!strcmp(v, "exclusive"))
-			o->share = SFS_SHARE_EXCLUSIVE;
-		else if (!strcmp(v, "existing"))
-			o->share = SFS_SHARE_EXISTING;
-		else
-			goto bad;
-		return 0;
-	}
-bad:
-	sfs_errf(err, errlen, obj, "unknown value (use %s)",
-	         !strcmp(d->name, "cache") ? "cache=strict or cache=writeback"
-	                                   : "share=exclusive or share=existing");
+	sfs_errf(err, errlen, obj, "unknown value (use %s)", use);
 	return -EINVAL;
 }
 
@@ -179,20 +143,15 @@ static int set_view_limit(struct sfs_opts *o, const struct opt_def *d, const cha
 		         d->data ? "count" : "size");
 		return -EINVAL;
 	}
-	if (d->data)
-		o->inode_limit = n;
-	else
-		o->size_limit = n;
+	FIELD(o, d, uint64_t) = n;
 	return 0;
 }
 
+/* casefold, casefold=strict (nocasefold is a plain value). */
 static int set_casefold(struct sfs_opts *o, const struct opt_def *d, const char *v, char *err,
                         size_t errlen)
 {
-	if (d->data == 0) {
-		o->casefold = SFS_CASEFOLD_OFF;
-		return 0;
-	}
+	(void)d;
 	if (!v) {
 		o->casefold = SFS_CASEFOLD_ON;
 		return 0;
@@ -250,7 +209,7 @@ static bool value_ok(const struct opt_def *d, const char *v)
 	return false;
 }
 
-/* Superblock-only ext4 options (SPEC §3.3): recorded as (family, value) so that a later view
+/* Superblock-only ext4 options (contract §3.3): recorded as (family, value) so that a later view
  * can be compared with the one in force whatever spelling it uses. */
 static int set_sb(struct sfs_opts *o, const struct opt_def *d, const char *v, char *err,
                   size_t errlen)
@@ -289,72 +248,85 @@ static int set_sb(struct sfs_opts *o, const struct opt_def *d, const char *v, ch
 	return 0;
 }
 
+#define DEF(n, a, f, ...) {.name = n, .arg = a, .apply = f, __VA_ARGS__}
+#define AT(member) .field = offsetof(struct sfs_opts, member)
+#define BOOL(n, member, value) DEF(n, ARG_NONE, set_bool, AT(member), .data = value)
+#define VALUE(n, member, value) DEF(n, ARG_NONE, set_int, AT(member), .data = value)
+#define CHOICE(n, member, list) DEF(n, ARG_REQUIRED, set_choice, AT(member), .choices = list)
+#define FLAG(n, bit) DEF(n, ARG_NONE, set_flag, .data = bit)
+#define NOFLAG(n, bit) DEF(n, ARG_NONE, set_flag, .data = bit, .inv = true)
+#define IGNORED(n, a) DEF(n, a, ignore, .data = 0)
+#define SB(n, a, family) DEF(n, a, set_sb, .key = family)
+#define SB_SET(n, family) DEF(n, ARG_NONE, set_sb, .data = 1, .key = family)
 #define SB_FLAG(on, off, family) \
-	{on, ARG_NONE, set_sb, 1, family}, {off, ARG_NONE, set_sb, 0, family}
+	SB_SET(on, family), DEF(off, ARG_NONE, set_sb, .data = 0, .key = family)
+
+static const char *const cache_choices[] = {"strict", "writeback", NULL};   /* enum sfs_cache */
+static const char *const share_choices[] = {"exclusive", "existing", NULL}; /* enum sfs_share */
 
 static const struct opt_def table[] = {
-	{"acl", ARG_NONE, set_acl, 1, NULL},
-	{"noacl", ARG_NONE, set_acl, 0, NULL},
-	{"user_xattr", ARG_NONE, set_user_xattr, 1, NULL},
-	{"nouser_xattr", ARG_NONE, set_user_xattr, 0, NULL},
-	{"ro", ARG_NONE, set_ro, 1, NULL},
-	{"rw", ARG_NONE, set_ro, 0, NULL},
-	{"bsddf", ARG_NONE, set_df, SFS_DF_BSD, NULL},
-	{"minixdf", ARG_NONE, set_df, SFS_DF_MINIX, NULL},
-	{"subdir", ARG_REQUIRED, set_subdir, 0, NULL},
-	{"cache", ARG_REQUIRED, set_enum, 0, NULL},
-	{"share", ARG_REQUIRED, set_enum, 0, NULL},
-	{"remount", ARG_NONE, set_remount, 0, NULL},
-	{"nosuid", ARG_NONE, set_mount_flag, MS_NOSUID, NULL},
-	{"suid", ARG_NONE, set_mount_flag, MS_NOSUID, NULL},
-	{"nodev", ARG_NONE, set_mount_flag, MS_NODEV, NULL},
-	{"dev", ARG_NONE, set_mount_flag, MS_NODEV, NULL},
-	{"noexec", ARG_NONE, set_mount_flag, MS_NOEXEC, NULL},
-	{"exec", ARG_NONE, set_mount_flag, MS_NOEXEC, NULL},
-	{"nosymfollow", ARG_NONE, set_mount_flag, MS_NOSYMFOLLOW, NULL},
-	{"symfollow", ARG_NONE, set_mount_flag, MS_NOSYMFOLLOW, NULL},
-	{"noatime", ARG_NONE, set_atime, SFS_ATIME_NOATIME, NULL},
-	{"atime", ARG_NONE, set_atime, SFS_ATIME_RELATIME, NULL},
-	{"relatime", ARG_NONE, set_atime, SFS_ATIME_RELATIME, NULL},
-	{"norelatime", ARG_NONE, set_atime, SFS_ATIME_STRICT, NULL},
-	{"strictatime", ARG_NONE, set_atime, SFS_ATIME_STRICT, NULL},
-	{"nodiratime", ARG_NONE, set_atime, -1, NULL},
-	{"diratime", ARG_NONE, set_atime, -1, NULL},
-	{"nocasefold", ARG_NONE, set_casefold, 0, NULL},
-	{"casefold", ARG_OPTIONAL, set_casefold, 1, NULL},
-	{"noquota", ARG_NONE, set_quota, 0, NULL},
-	{"quota", ARG_NONE, set_quota, 3, NULL},
-	{"usrquota", ARG_NONE, set_quota, 1, NULL},
-	{"grpquota", ARG_NONE, set_quota, 2, NULL},
-	{"size", ARG_REQUIRED, set_view_limit, 0, NULL},
-	{"inodes", ARG_REQUIRED, set_view_limit, 1, NULL},
+	BOOL("acl", acl, 1),
+	BOOL("noacl", acl, 0),
+	BOOL("user_xattr", user_xattr, 1),
+	BOOL("nouser_xattr", user_xattr, 0),
+	BOOL("ro", ro, 1),
+	BOOL("rw", ro, 0),
+	VALUE("bsddf", df, SFS_DF_BSD),
+	VALUE("minixdf", df, SFS_DF_MINIX),
+	DEF("subdir", ARG_REQUIRED, set_subdir, .data = 0),
+	CHOICE("cache", cache, cache_choices),
+	CHOICE("share", share, share_choices),
+	BOOL("remount", remount, 1),
+	FLAG("nosuid", MS_NOSUID),
+	NOFLAG("suid", MS_NOSUID),
+	FLAG("nodev", MS_NODEV),
+	NOFLAG("dev", MS_NODEV),
+	FLAG("noexec", MS_NOEXEC),
+	NOFLAG("exec", MS_NOEXEC),
+	FLAG("nosymfollow", MS_NOSYMFOLLOW),
+	NOFLAG("symfollow", MS_NOSYMFOLLOW),
+	VALUE("noatime", atime, SFS_ATIME_NOATIME),
+	VALUE("atime", atime, SFS_ATIME_RELATIME),
+	VALUE("relatime", atime, SFS_ATIME_RELATIME),
+	VALUE("norelatime", atime, SFS_ATIME_STRICT),
+	VALUE("strictatime", atime, SFS_ATIME_STRICT),
+	BOOL("nodiratime", nodiratime, 1),
+	BOOL("diratime", nodiratime, 0),
+	VALUE("nocasefold", casefold, SFS_CASEFOLD_OFF),
+	DEF("casefold", ARG_OPTIONAL, set_casefold, .data = 0),
+	DEF("noquota", ARG_NONE, set_quota, .data = 0),
+	DEF("quota", ARG_NONE, set_quota, .data = 3),
+	BOOL("usrquota", usrquota, 1),
+	BOOL("grpquota", grpquota, 1),
+	DEF("size", ARG_REQUIRED, set_view_limit, AT(size_limit), .data = 0),
+	DEF("inodes", ARG_REQUIRED, set_view_limit, AT(inode_limit), .data = 1),
 	/* what mount(8) echoes back from a view's own FUSE mount options on remount: every view
 	 * is allow_other,default_permissions and owned by root */
-	{"allow_other", ARG_NONE, ignore, 0, NULL},
-	{"default_permissions", ARG_NONE, ignore, 0, NULL},
-	{"user_id", ARG_REQUIRED, root_id_only, 0, NULL},
-	{"group_id", ARG_REQUIRED, root_id_only, 0, NULL},
+	IGNORED("allow_other", ARG_NONE),
+	IGNORED("default_permissions", ARG_NONE),
+	DEF("user_id", ARG_REQUIRED, root_id_only, .data = 0),
+	DEF("group_id", ARG_REQUIRED, root_id_only, .data = 0),
 	/* fstab bookkeeping that mount(8) handles and may pass through. */
-	{"defaults", ARG_NONE, ignore, 0, NULL},
-	{"auto", ARG_NONE, ignore, 0, NULL},
-	{"noauto", ARG_NONE, ignore, 0, NULL},
-	{"nofail", ARG_NONE, ignore, 0, NULL},
-	{"_netdev", ARG_NONE, ignore, 0, NULL},
-	{"comment", ARG_OPTIONAL, ignore, 0, NULL},
-	/* Superblock-only ext4 options (SPEC §3.3). */
-	{"data", ARG_REQUIRED, set_sb, 0, "data"},
-	{"data_err", ARG_REQUIRED, set_sb, 0, "data_err"},
-	{"commit", ARG_REQUIRED, set_sb, 0, "commit"},
-	{"errors", ARG_REQUIRED, set_sb, 0, "errors"},
-	{"max_batch_time", ARG_REQUIRED, set_sb, 0, "max_batch_time"},
-	{"min_batch_time", ARG_REQUIRED, set_sb, 0, "min_batch_time"},
-	{"stripe", ARG_REQUIRED, set_sb, 0, "stripe"},
-	{"journal_ioprio", ARG_REQUIRED, set_sb, 0, "journal_ioprio"},
-	{"inode_readahead_blks", ARG_REQUIRED, set_sb, 0, "inode_readahead_blks"},
-	{"resuid", ARG_REQUIRED, set_sb, 0, "resuid"},
-	{"resgid", ARG_REQUIRED, set_sb, 0, "resgid"},
-	{"max_dir_size_kb", ARG_REQUIRED, set_sb, 0, "max_dir_size_kb"},
-	{"dax", ARG_OPTIONAL, set_sb, 1, "dax"},
+	IGNORED("defaults", ARG_NONE),
+	IGNORED("auto", ARG_NONE),
+	IGNORED("noauto", ARG_NONE),
+	IGNORED("nofail", ARG_NONE),
+	IGNORED("_netdev", ARG_NONE),
+	IGNORED("comment", ARG_OPTIONAL),
+	/* Superblock-only ext4 options (contract §3.3). */
+	SB("data", ARG_REQUIRED, "data"),
+	SB("data_err", ARG_REQUIRED, "data_err"),
+	SB("commit", ARG_REQUIRED, "commit"),
+	SB("errors", ARG_REQUIRED, "errors"),
+	SB("max_batch_time", ARG_REQUIRED, "max_batch_time"),
+	SB("min_batch_time", ARG_REQUIRED, "min_batch_time"),
+	SB("stripe", ARG_REQUIRED, "stripe"),
+	SB("journal_ioprio", ARG_REQUIRED, "journal_ioprio"),
+	SB("inode_readahead_blks", ARG_REQUIRED, "inode_readahead_blks"),
+	SB("resuid", ARG_REQUIRED, "resuid"),
+	SB("resgid", ARG_REQUIRED, "resgid"),
+	SB("max_dir_size_kb", ARG_REQUIRED, "max_dir_size_kb"),
+	DEF("dax", ARG_OPTIONAL, set_sb, .data = 1, .key = "dax"),
 	SB_FLAG("barrier", "nobarrier", "barrier"),
 	SB_FLAG("discard", "nodiscard", "discard"),
 	SB_FLAG("journal_checksum", "nojournal_checksum", "journal_checksum"),
@@ -366,12 +338,12 @@ static const struct opt_def table[] = {
 	SB_FLAG("init_itable", "noinit_itable", "init_itable"),
 	SB_FLAG("grpid", "nogrpid", "grpid"),
 	SB_FLAG("bsdgroups", "sysvgroups", "grpid"),
-	{"journal_async_commit", ARG_NONE, set_sb, 1, "journal_async_commit"},
-	{"noload", ARG_NONE, set_sb, 1, "noload"},
-	{"norecovery", ARG_NONE, set_sb, 1, "noload"},
-	{"nombcache", ARG_NONE, set_sb, 1, "nombcache"},
-	{"i_version", ARG_NONE, set_sb, 1, "i_version"},
-	{"prefetch_block_bitmaps", ARG_NONE, set_sb, 1, "prefetch_block_bitmaps"},
+	SB_SET("journal_async_commit", "journal_async_commit"),
+	SB_SET("noload", "noload"),
+	SB_SET("norecovery", "noload"),
+	SB_SET("nombcache", "nombcache"),
+	SB_SET("i_version", "i_version"),
+	SB_SET("prefetch_block_bitmaps", "prefetch_block_bitmaps"),
 };
 
 static const struct opt_def *find_def(const char *name, size_t len)

@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "creds.h"
-#include "daemon.h"
 #include "fdcache.h"
+#include "hash.h"
 #include "util.h"
 
 #define STATE_DIR ".strictfs"
@@ -44,7 +44,7 @@ static void account_locked(struct sfs_quota *q, const struct sfs_nodeq *nq, int 
 
 	if (!u || !g) {
 		syslog(LOG_ERR, "%s: quota: out of memory; accounting is no longer exact",
-		       q->d->source);
+		       q->ctx.source);
 		return;
 	}
 	memcpy(before[0], u->grace_start, sizeof(before[0]));
@@ -93,7 +93,7 @@ static uint32_t dir_mask(struct sfs_quota *q, int fd)
 		if (fstat(cur, &st) < 0)
 			break;
 		mask |= root_bit(q, st.st_ino);
-		if (st.st_ino == q->d->backing_root_ino)
+		if (st.st_ino == q->ctx.root_ino)
 			break;
 		up = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
 		close(cur);
@@ -123,14 +123,14 @@ uint32_t sfs_quota_mask(struct sfs_quota *q, struct sfs_node *node, int fd)
 		return node->q.rmask;
 	if (S_ISDIR(node->type)) {
 		mask = dir_mask(q, fd);
-	} else if ((parent = sfs_itab_find(&q->d->itab, node->dev, node->q.parent)) &&
+	} else if ((parent = sfs_itab_find(q->ctx.itab, node->dev, node->q.parent)) &&
 	           S_ISDIR(parent->type)) {
 		/* the kernel holds the parent's dentry while it holds the child's, so the parent
 		 * stays in the table */
-		int pfd = sfs_fd_get(&q->d->fdc, parent);
+		int pfd = sfs_fd_get(q->ctx.fdc, parent);
 		if (pfd >= 0) {
 			mask = sfs_quota_mask(q, parent, pfd);
-			sfs_fd_put(&q->d->fdc, parent);
+			sfs_fd_put(q->ctx.fdc, parent);
 		}
 	}
 	node->q.rmask = mask;
@@ -173,7 +173,7 @@ static void recount(struct sfs_quota *q, struct sfs_nodeq *nq, const struct stat
 	pthread_mutex_unlock(&q->lock);
 	*nq = now;
 	if (dirty)
-		sfs_daemon_wake(q->d);
+		q->ctx.wake(q->ctx.wake_arg);
 }
 
 void sfs_quota_sync(struct sfs_quota *q, struct sfs_node *node, struct sfs_nodeq *was, int fd)
@@ -243,6 +243,14 @@ static struct sfs_qentry *charged_entry(struct sfs_quota *q, const struct sfs_ch
 
 static const unsigned charge_tables[] = {SFS_CHARGE_USR, SFS_CHARGE_GRP, SFS_CHARGE_TOTAL};
 
+/* Visits the tables of mask in order, t the table and e its ledger entry for c (NULL when no
+ * memory could be had for it). Under the ledger lock. */
+#define for_each_charged(q, c, mask, t, e)                                              \
+	for (size_t i_ = 0; i_ < ARRAY_SIZE(charge_tables); i_++)                        \
+		if (!((mask) & ((t) = charge_tables[i_])) ||                               \
+		    ((e) = charged_entry((q), (c), (t)), false)) {                           \
+		} else
+
 /* e as the check sees it: for the total, with the view's limits. */
 static int admit_locked(struct sfs_quota *q, unsigned table, struct sfs_qentry *e,
                         const struct sfs_qlimits *view_lim, const int64_t amount[SFS_QNRES])
@@ -261,26 +269,20 @@ static int admit_locked(struct sfs_quota *q, unsigned table, struct sfs_qentry *
 int sfs_quota_reserve(struct sfs_charge *c, unsigned tables, const struct sfs_qlimits *view_lim)
 {
 	struct sfs_quota *q = c->q;
+	struct sfs_qentry *e;
+	unsigned t;
 	int rc = 0;
 
 	if (!tables || (c->amount[SFS_QBYTES] <= 0 && c->amount[SFS_QINODES] <= 0) ||
 	    atomic_load(&q->scan) == SFS_SCAN_FAILED)
 		return 0; /* after a failed scan usage is unknown: logged, and nothing enforced */
 	pthread_mutex_lock(&q->lock);
-	for (size_t i = 0; i < ARRAY_SIZE(charge_tables) && !rc; i++) {
-		unsigned t = charge_tables[i];
-		struct sfs_qentry *e;
-		if (!(tables & t))
-			continue;
-		e = charged_entry(q, c, t);
-		rc = e ? admit_locked(q, t, e, view_lim, c->amount) : -ENOMEM;
+	/* all or nothing: every table must admit the amounts before any reserves them */
+	for_each_charged(q, c, tables, t, e) {
+		if (!rc)
+			rc = e ? admit_locked(q, t, e, view_lim, c->amount) : -ENOMEM;
 	}
-	for (size_t i = 0; i < ARRAY_SIZE(charge_tables) && !rc; i++) {
-		unsigned t = charge_tables[i];
-		struct sfs_qentry *e;
-		if (!(tables & t))
-			continue;
-		e = charged_entry(q, c, t);
+	for_each_charged(q, c, rc ? 0 : tables, t, e) {
 		for (int r = 0; r < SFS_QNRES; r++)
 			e->reserved[r] += c->amount[r];
 		c->tables |= t;
@@ -293,16 +295,14 @@ int sfs_quota_within(struct sfs_charge *c, unsigned tables, const struct sfs_qli
 {
 	static const int64_t nothing_more[SFS_QNRES] = {1, 0};
 	struct sfs_quota *q = c->q;
+	struct sfs_qentry *e;
+	unsigned t;
 	int rc = 0;
 
 	pthread_mutex_lock(&q->lock);
-	for (size_t i = 0; i < ARRAY_SIZE(charge_tables) && !rc; i++) {
-		unsigned t = charge_tables[i];
-		struct sfs_qentry *e, probe;
-		if (!(tables & t))
-			continue;
-		e = charged_entry(q, c, t);
-		if (!e)
+	for_each_charged(q, c, tables, t, e) {
+		struct sfs_qentry probe;
+		if (rc || !e)
 			continue;
 		/* over the limit now: what one more byte would meet, minus that byte */
 		probe = *e;
@@ -316,15 +316,12 @@ int sfs_quota_within(struct sfs_charge *c, unsigned tables, const struct sfs_qli
 void sfs_charge_end(struct sfs_charge *c)
 {
 	struct sfs_quota *q = c->q;
+	struct sfs_qentry *e;
+	unsigned t;
 
 	if (c->tables) {
 		pthread_mutex_lock(&q->lock);
-		for (size_t i = 0; i < ARRAY_SIZE(charge_tables); i++) {
-			unsigned t = charge_tables[i];
-			struct sfs_qentry *e;
-			if (!(c->tables & t))
-				continue;
-			e = charged_entry(q, c, t);
+		for_each_charged(q, c, c->tables, t, e) {
 			for (int r = 0; e && r < SFS_QNRES; r++)
 				e->reserved[r] -= c->amount[r];
 		}
@@ -413,7 +410,7 @@ static bool inoset_add(struct inoset *s, uint64_t ino)
 		s->slot = slot;
 		s->cap = cap;
 	}
-	for (size_t h = (ino * 0x9e3779b97f4a7c15ull) & (s->cap - 1);; h = (h + 1) & (s->cap - 1)) {
+	for (size_t h = sfs_hash_inode(0, ino) & (s->cap - 1);; h = (h + 1) & (s->cap - 1)) {
 		if (s->slot[h] == ino)
 			return false;
 		if (!s->slot[h]) {
@@ -477,7 +474,7 @@ static void scan_progress(struct scan *s)
 	if (now - s->last_report < 5)
 		return;
 	s->last_report = now;
-	syslog(LOG_INFO, "%s: quota scan: %llu of about %llu inodes counted", s->q->d->source, done,
+	syslog(LOG_INFO, "%s: quota scan: %llu of about %llu inodes counted", s->q->ctx.source, done,
 	       all);
 }
 
@@ -538,7 +535,7 @@ static int scan_dir(struct scan *s, struct dirqueue *dq, int fd, bool is_root)
 /* Counts every inode of the tree at top (any descriptor of a directory) into s. */
 static int scan_tree_at(struct sfs_quota *q, struct scan *s, int top)
 {
-	struct sfs_daemon *d = q->d;
+	const struct sfs_quota_ctx *ctx = &q->ctx;
 	struct dirqueue dq = {0};
 	struct statvfs sv;
 	struct stat st;
@@ -548,7 +545,7 @@ static int scan_tree_at(struct sfs_quota *q, struct scan *s, int top)
 	s->q = q;
 	sfs_qstate_init(&s->usage);
 	atomic_store(&q->scanned, 0);
-	if (fstatvfs(d->backing.root_fd, &sv) == 0)
+	if (fstatvfs(ctx->root_fd, &sv) == 0)
 		atomic_store(&q->expected, sv.f_files - sv.f_ffree);
 	if (fstat(top, &st) < 0)
 		return -errno;
@@ -556,9 +553,9 @@ static int scan_tree_at(struct sfs_quota *q, struct scan *s, int top)
 	if ((rc = scan_count(s, &st)))
 		goto out;
 	fd = openat(top, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	rc = fd < 0 ? -errno : scan_dir(s, &dq, fd, st.st_ino == d->backing_root_ino);
+	rc = fd < 0 ? -errno : scan_dir(s, &dq, fd, st.st_ino == ctx->root_ino);
 	while (!rc && dq.head < dq.n) {
-		fd = open_by_handle_at(d->handle_fd, &dq.h[dq.head++].fh,
+		fd = open_by_handle_at(ctx->handle_fd, &dq.h[dq.head++].fh,
 		                       O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 		if (fd < 0) {
 			rc = errno == ESTALE || errno == ENOENT ? 0 : -errno;
@@ -581,7 +578,7 @@ out:
 /* Every inode of the backing (hard links once, /.strictfs left out). */
 static int scan_tree(struct sfs_quota *q, struct scan *s)
 {
-	return scan_tree_at(q, s, q->d->backing.root_fd);
+	return scan_tree_at(q, s, q->ctx.root_fd);
 }
 
 static void scan_free(struct scan *s)
@@ -708,14 +705,14 @@ static void *scan_thread(void *arg)
 	pthread_mutex_unlock(&q->lock);
 	if (rc)
 		syslog(LOG_ERR, "%s: quota scan failed: %s; usage is not known, limits are not enforced",
-		       q->d->source, strerror(-rc));
+		       q->ctx.source, strerror(-rc));
 	else
-		syslog(LOG_INFO, "%s: quota scan done: %llu inodes, %lld KiB in %.1f s", q->d->source,
+		syslog(LOG_INFO, "%s: quota scan done: %llu inodes, %lld KiB in %.1f s", q->ctx.source,
 		       (unsigned long long)atomic_load(&q->scanned),
 		       (long long)(s.total.used[SFS_QBYTES] / 1024),
 		       (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
 	scan_free(&s);
-	sfs_daemon_wake(q->d);
+	q->ctx.wake(q->ctx.wake_arg);
 	return NULL;
 }
 
@@ -723,7 +720,7 @@ static void *scan_thread(void *arg)
 
 static int load_state(struct sfs_quota *q, char *err, size_t errlen)
 {
-	int root = q->d->backing.root_fd, dir, fd;
+	int root = q->ctx.root_fd, dir, fd;
 	char perr[128], *buf = NULL;
 	size_t len = 0, cap = 0;
 	ssize_t n;
@@ -737,7 +734,7 @@ static int load_state(struct sfs_quota *q, char *err, size_t errlen)
 		rc = errno == ENOENT ? 0 : -errno;
 		if (rc)
 			sfs_errf(err, errlen, "/" STATE_DIR "/" STATE_FILE, "cannot read it on %s: %s",
-			         q->d->backing.device, strerror(errno));
+			         q->ctx.device, strerror(errno));
 		goto out;
 	}
 	do {
@@ -757,11 +754,11 @@ static int load_state(struct sfs_quota *q, char *err, size_t errlen)
 	if (n < 0) {
 		rc = -errno;
 		sfs_errf(err, errlen, "/" STATE_DIR "/" STATE_FILE, "cannot read it on %s: %s",
-		         q->d->backing.device, strerror(errno));
+		         q->ctx.device, strerror(errno));
 	} else if (sfs_qstate_parse(buf, len, &q->state, perr, sizeof(perr))) {
 		rc = -EINVAL;
 		sfs_errf(err, errlen, "/" STATE_DIR "/" STATE_FILE, "%s (on %s; fix or remove it)",
-		         perr, q->d->backing.device);
+		         perr, q->ctx.device);
 	}
 out:
 	free(buf);
@@ -787,10 +784,10 @@ static int write_all(int fd, const char *buf, size_t len)
 	return 0;
 }
 
-/* New file, fsync, rename, fsync of the directory (SPEC §3.5). Ledger lock held. */
+/* New file, fsync, rename, fsync of the directory (contract §3.5). Ledger lock held. */
 static int save_state_locked(struct sfs_quota *q)
 {
-	int root = q->d->backing.root_fd, dir = -1, fd = -1, rc;
+	int root = q->ctx.root_fd, dir = -1, fd = -1, rc;
 	bool made = false;
 	size_t len;
 	char *buf;
@@ -841,21 +838,22 @@ void sfs_quota_flush(struct sfs_quota *q)
 	int rc = 0;
 
 	pthread_mutex_lock(&q->lock);
-	if (q->dirty && !q->d->backing.read_only)
+	if (q->dirty && !q->ctx.read_only)
 		rc = save_state_locked(q);
 	pthread_mutex_unlock(&q->lock);
 	if (rc)
-		syslog(LOG_ERR, "%s: /" STATE_DIR "/" STATE_FILE ": %s", q->d->source, strerror(-rc));
+		syslog(LOG_ERR, "%s: /" STATE_DIR "/" STATE_FILE ": %s", q->ctx.source, strerror(-rc));
 }
 
 /* ---- life cycle ---------------------------------------------------------------------------- */
 
-int sfs_quota_start(struct sfs_daemon *d, struct sfs_quota *q, char *err, size_t errlen)
+int sfs_quota_start(struct sfs_quota *q, const struct sfs_quota_ctx *ctx, char *err,
+                    size_t errlen)
 {
 	pthread_rwlockattr_t attr;
 	struct statvfs sv;
 
-	q->d = d;
+	q->ctx = *ctx;
 	sfs_qstate_init(&q->state);
 	pthread_mutex_init(&q->lock, NULL);
 	for (int i = 0; i < SFS_QSTRIPES; i++)
@@ -865,12 +863,12 @@ int sfs_quota_start(struct sfs_daemon *d, struct sfs_quota *q, char *err, size_t
 	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 	pthread_rwlock_init(&q->barrier, &attr);
 	pthread_rwlockattr_destroy(&attr);
-	q->bsize = fstatvfs(d->backing.root_fd, &sv) == 0 && sv.f_bsize ? (long)sv.f_bsize : 4096;
+	q->bsize = fstatvfs(ctx->root_fd, &sv) == 0 && sv.f_bsize ? (long)sv.f_bsize : 4096;
 	if (load_state(q, err, errlen))
 		return -1;
 	atomic_store(&q->scan, SFS_SCAN_RUNNING);
 	if (pthread_create(&q->scan_thread, NULL, scan_thread, q)) {
-		sfs_errf(err, errlen, d->source, "cannot start the quota scan: %s", strerror(errno));
+		sfs_errf(err, errlen, ctx->source, "cannot start the quota scan: %s", strerror(errno));
 		atomic_store(&q->scan, SFS_SCAN_FAILED);
 		return -1;
 	}
@@ -880,7 +878,7 @@ int sfs_quota_start(struct sfs_daemon *d, struct sfs_quota *q, char *err, size_t
 
 void sfs_quota_stop(struct sfs_quota *q)
 {
-	if (!q->d)
+	if (!q->ctx.source)
 		return;
 	if (q->scan_started)
 		pthread_join(q->scan_thread, NULL);
@@ -894,8 +892,8 @@ void sfs_quota_stop(struct sfs_quota *q)
 /* A control request that changes the state: the backing must keep it; takes the ledger lock. */
 static int lock_writable(struct sfs_quota *q, const char *what, char *err, size_t errlen)
 {
-	if (q->d->backing.read_only) {
-		sfs_errf(err, errlen, q->d->source, "the backing is read-only; %s cannot be kept", what);
+	if (q->ctx.read_only) {
+		sfs_errf(err, errlen, q->ctx.source, "the backing is read-only; %s cannot be kept", what);
 		return -1;
 	}
 	pthread_mutex_lock(&q->lock);
@@ -926,7 +924,7 @@ int sfs_quota_set(struct sfs_quota *q, enum sfs_qtype type, uint32_t id,
 	e = sfs_qtable_get(&q->state.t[type], id);
 	if (!e) {
 		pthread_mutex_unlock(&q->lock);
-		sfs_errf(err, errlen, q->d->source, "out of memory");
+		sfs_errf(err, errlen, q->ctx.source, "out of memory");
 		return -1;
 	}
 	if (which & SFS_QSET_BSOFT)
@@ -1055,13 +1053,13 @@ static void compare_tables(const struct sfs_qtable *live, const struct sfs_qtabl
 static int compare_root(struct sfs_quota *q, int slot, json_object *diffs)
 {
 	struct sfs_qroot *r = &q->roots[slot];
-	int fd = sfs_fd_get(&q->d->fdc, r->node), rc;
+	int fd = sfs_fd_get(q->ctx.fdc, r->node), rc;
 	struct scan s;
 
 	if (fd < 0)
 		return fd;
 	rc = scan_tree_at(q, &s, fd);
-	sfs_fd_put(&q->d->fdc, r->node);
+	sfs_fd_put(q->ctx.fdc, r->node);
 	for (int k = 0; !rc && k < SFS_QNRES; k++)
 		if (r->e.used[k] != s.total.used[k])
 			add_difference(diffs, "tree", (uint32_t)r->ino, k ? "inodes" : "bytes", r->e.used[k],
@@ -1085,7 +1083,7 @@ json_object *sfs_quota_check(struct sfs_quota *q, bool *same)
 	/* no change runs while the tree is counted again; writes still in the page cache are
 	 * allocated first, so both sides see the same blocks */
 	pthread_rwlock_wrlock(&q->barrier);
-	syncfs(q->d->backing.root_fd);
+	syncfs(q->ctx.root_fd);
 	rc = scan_tree(q, &s);
 	pthread_mutex_lock(&q->lock);
 	if (!rc) {

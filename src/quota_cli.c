@@ -1,4 +1,4 @@
-/* `strictfs quota set|grace|report|check` (SPEC §5.4): the administrator's side of the
+/* `strictfs quota set|grace|report|check` (contract §5.4): the administrator's side of the
  * daemon's quota ledger. Limits of users and groups live on the backing; a view's own limits
  * are its size= and inodes= options, so `--view` is a remount of that view. */
 #include "cli.h"

@@ -61,6 +61,7 @@ json_object *sfs_status_daemon(struct sfs_daemon *d)
 	json_object *o = json_object_new_object(), *b = json_object_new_object();
 	json_object *cache = json_object_new_object(), *views = json_object_new_array();
 	const struct sfs_backing *bk = &d->backing;
+	struct sfs_view *v;
 	char buf[64];
 	struct tm tm;
 
@@ -83,20 +84,20 @@ json_object *sfs_status_daemon(struct sfs_daemon *d)
 	if (bk->mode == SFS_SHARE_EXISTING)
 		json_object_object_add(b, "existing_at", json_object_new_string(bk->existing_at));
 	json_object_object_add(o, "backing", b);
-	json_object_object_add(cache, "inodes", json_object_new_uint64(sfs_itab_count(&d->itab)));
-	pthread_mutex_lock(&d->fdc.lock);
-	json_object_object_add(cache, "fds_open", json_object_new_uint64(d->fdc.open));
-	pthread_mutex_unlock(&d->fdc.lock);
-	json_object_object_add(cache, "fd_limit", json_object_new_uint64(d->fdc.limit));
+	json_object_object_add(cache, "inodes", json_object_new_uint64(sfs_itab_count(&d->svc.itab)));
+	pthread_mutex_lock(&d->svc.fdc.lock);
+	json_object_object_add(cache, "fds_open", json_object_new_uint64(d->svc.fdc.open));
+	pthread_mutex_unlock(&d->svc.fdc.lock);
+	json_object_object_add(cache, "fd_limit", json_object_new_uint64(d->svc.fdc.limit));
 	json_object_object_add(o, "cache", cache);
 	json_object_object_add(o, "casefold_collisions",
-	                       json_object_new_uint64(sfs_names_collisions(d)));
-	json_object_object_add(o, "quota", sfs_quota_status(&d->quota));
-	pthread_rwlock_rdlock(&d->views_lock);
-	for (size_t s = 0; s < SFS_MAX_VIEWS; s++)
-		if (d->views[s] && !atomic_load(&d->views[s]->ended))
-			json_object_array_add(views, view_json(d->views[s]));
-	pthread_rwlock_unlock(&d->views_lock);
+	                       json_object_new_uint64(sfs_names_collisions(&d->svc)));
+	json_object_object_add(o, "quota", sfs_quota_status(&d->svc.quota));
+	sfs_registry_read_lock(&d->svc.views);
+	sfs_for_each_view(&d->svc.views, v)
+		if (!atomic_load(&v->ended))
+			json_object_array_add(views, view_json(v));
+	sfs_registry_read_unlock(&d->svc.views);
 	json_object_object_add(o, "views", views);
 	return o;
 }

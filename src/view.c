@@ -1,5 +1,5 @@
 /* One view: its FUSE session, the thread serving it, and its removal in its own mount
- * namespace. The mount itself was made by the requesting strictfs process (SPEC §6); the
+ * namespace. The mount itself was made by the requesting strictfs process (contract §6); the
  * session adopts the /dev/fuse descriptor it sent. */
 #include "view.h"
 
@@ -16,7 +16,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "daemon.h"
 
 /* Kernel caches may be long because every change is notified to the other views; with
  * share=existing others write behind the daemon's back, so caches stay short there. */
@@ -34,7 +33,7 @@ static void *serve(void *arg)
 	fuse_session_loop_mt(v->se, cfg);
 	fuse_loop_cfg_destroy(cfg);
 	atomic_store(&v->ended, true);
-	sfs_daemon_wake(v->d);
+	v->ended_cb(v->ended_arg);
 	return NULL;
 }
 
@@ -59,6 +58,7 @@ int sfs_view_start(struct sfs_view *v, int fuse_fd)
 	int rc;
 
 	pthread_mutex_init(&v->files_lock, NULL);
+	sfs_list_init(&v->files);
 	v->se = fuse_session_new(&args, &sfs_ops, sizeof(sfs_ops), v);
 	fuse_opt_free_args(&args); /* libfuse copies argv while parsing; the session keeps none */
 	if (!v->se) {

@@ -10,7 +10,8 @@
 
 #include "coherence.h"
 #include "creds.h"
-#include "daemon.h"
+#include "services.h"
+#include "view.h"
 
 #define SETATTR_SUID_BITS (S_ISUID | S_ISGID)
 

@@ -13,7 +13,8 @@
 
 #include "coherence.h"
 #include "creds.h"
-#include "daemon.h"
+#include "services.h"
+#include "view.h"
 #include "fdcache.h"
 #include "names.h"
 
@@ -37,11 +38,11 @@ int entry_from_fd(struct sfs_view *v, struct sfs_node *parent, int fd, struct fu
 		close(fd);
 		return rc;
 	}
-	if (st.st_dev != v->d->backing.fs_dev) {
+	if (st.st_dev != v->svc->backing->fs_dev) {
 		close(fd); /* nothing is mounted inside a detached backing; refuse if it were */
 		return -EXDEV;
 	}
-	rc = sfs_itab_get(&v->d->itab, &v->d->fdc, fd, &st, v->slot, &n);
+	rc = sfs_itab_get(&v->svc->itab, &v->svc->fdc, fd, &st, v->slot, &n);
 	if (rc)
 		return rc;
 	sfs_quota_placed(n, parent);
@@ -59,12 +60,24 @@ static int lookup_at(struct req *q, struct sfs_node *dir, int dirfd, const char 
 	return entry_from_fd(q->r.view, dir, fd, e);
 }
 
-void forget_one(struct sfs_view *v, fuse_ino_t ino)
+void dir_lock(struct sfs_view *v, const struct sfs_node *dir)
 {
-	struct sfs_node *n = sfs_node_of(v, ino);
+	sfs_dirlock_lock(&v->svc->dirlock, dir->dev, dir->ino);
+}
 
-	if (n && n != v->root)
-		sfs_itab_forget(&v->d->itab, &v->d->fdc, n, v->slot, 1);
+void dir_unlock(struct sfs_view *v, const struct sfs_node *dir)
+{
+	sfs_dirlock_unlock(&v->svc->dirlock, dir->dev, dir->ino);
+}
+
+void dir_lock2(struct sfs_view *v, const struct sfs_node *a, const struct sfs_node *b)
+{
+	sfs_dirlock_lock2(&v->svc->dirlock, a->dev, a->ino, b->dev, b->ino);
+}
+
+void dir_unlock2(struct sfs_view *v, const struct sfs_node *a, const struct sfs_node *b)
+{
+	sfs_dirlock_unlock2(&v->svc->dirlock, a->dev, a->ino, b->dev, b->ino);
 }
 
 /* The backing's spelling of name in p (a casefold view whose directory index is warm knows
@@ -131,7 +144,7 @@ void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 	req_start(&q, req);
 	v = q.r.view;
 	if ((n = sfs_node_of(v, ino)) && n != v->root)
-		sfs_itab_forget(&v->d->itab, &v->d->fdc, n, v->slot, nlookup);
+		sfs_itab_forget(&v->svc->itab, &v->svc->fdc, n, v->slot, nlookup);
 	req_reply_none(&q);
 }
 
@@ -145,7 +158,7 @@ void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forg
 	for (size_t i = 0; i < count; i++) {
 		struct sfs_node *n = sfs_node_of(v, forgets[i].ino);
 		if (n && n != v->root)
-			sfs_itab_forget(&v->d->itab, &v->d->fdc, n, v->slot, forgets[i].nlookup);
+			sfs_itab_forget(&v->svc->itab, &v->svc->fdc, n, v->slot, forgets[i].nlookup);
 	}
 	req_reply_none(&q);
 }
@@ -282,11 +295,11 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name, enum
 	    (rc = check_new_name(&q, p, name)) || (rc = reserve_new(&q, p, kind, target)))
 		goto out;
 	v = q.r.view;
-	sfs_names_lock(v->d, p->node);
+	dir_lock(v, p->node);
 	rc = make_at(&q, p, name, kind, mode, rdev, target);
 	if (!rc)
 		sfs_names_added(v, p->node, name);
-	sfs_names_unlock(v->d, p->node);
+	dir_unlock(v, p->node);
 	if (!rc)
 		rc = finish_create(&q, p, name, mode, &e);
 out:
@@ -328,9 +341,9 @@ static void victim_open(struct sfs_view *v, struct held *dir, const char *name, 
 		vi->node = NULL;
 		return;
 	}
-	vi->node = sfs_itab_find(&v->d->itab, vi->st.st_dev, vi->st.st_ino);
+	vi->node = sfs_itab_find(&v->svc->itab, vi->st.st_dev, vi->st.st_ino);
 	sfs_quota_node_init(&vi->was, &vi->st);
-	vi->was.rmask = sfs_quota_mask(&v->d->quota, dir->node, dirfd);
+	vi->was.rmask = sfs_quota_mask(&v->svc->quota, dir->node, dirfd);
 }
 
 /* After the change (done or not): the ledger follows, the descriptor goes. */
@@ -338,7 +351,7 @@ static void victim_close(struct sfs_view *v, struct victim *vi)
 {
 	if (vi->fd < 0)
 		return;
-	sfs_quota_sync(&v->d->quota, vi->node, &vi->was, vi->fd);
+	sfs_quota_sync(&v->svc->quota, vi->node, &vi->was, vi->fd);
 	close(vi->fd);
 	vi->fd = -1;
 }
@@ -367,15 +380,15 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, in
 		goto out;
 	v = q.r.view;
 	actual = backing_spelling(&q, p, name, buf, sizeof(buf));
-	sfs_names_lock(v->d, p->node);
+	dir_lock(v, p->node);
 	victim_open(v, p, actual, &vi);
 	rc = BACKING(&q.r, unlinkat(p->fd, actual, flags));
 	if (!rc) {
 		sfs_names_removed(v, p->node, actual);
 		if (S_ISDIR(vi.st.st_mode))
-			sfs_names_dir_gone(v->d, vi.st.st_dev, vi.st.st_ino);
+			sfs_names_dir_gone(v->svc, vi.st.st_dev, vi.st.st_ino);
 	}
-	sfs_names_unlock(v->d, p->node);
+	dir_unlock(v, p->node);
 	victim_close(v, &vi);
 	if (!rc) {
 		sfs_coh_name(v, p->node, actual);
@@ -494,18 +507,18 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 	 * spelling replaces that member, as on casefold ext4 */
 	from = backing_spelling(&q, p, name, buf, sizeof(buf));
 	to = backing_spelling(&q, np, newname, nbuf, sizeof(nbuf));
-	sfs_names_lock2(v->d, p->node, np->node);
+	dir_lock2(v, p->node, np->node);
 	victim_open(v, p, from, &moved);
 	victim_open(v, np, to, &victim);
 	rc = rename_as_caller(&q, p, from, &moved, np, to, &victim, flags);
 	if (!rc && !(flags & RENAME_EXCHANGE)) {
 		if (S_ISDIR(victim.st.st_mode) && !(flags & RENAME_NOREPLACE))
-			sfs_names_dir_gone(v->d, victim.st.st_dev, victim.st.st_ino);
+			sfs_names_dir_gone(v->svc, victim.st.st_dev, victim.st.st_ino);
 		sfs_names_renamed(v, p->node, from, np->node, to);
 		if (flags & RENAME_WHITEOUT)
 			sfs_names_added(v, p->node, from);
 	}
-	sfs_names_unlock2(v->d, p->node, np->node);
+	dir_unlock2(v, p->node, np->node);
 	victim_close(v, &moved);
 	victim_close(v, &victim);
 	if (!rc) {
@@ -548,11 +561,11 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *n
 		goto out;
 	fd_path(path, h->fd);
 	/* The magic link lands on the node itself, symlinks included, and never follows on. */
-	sfs_names_lock(v->d, np->node);
+	dir_lock(v, np->node);
 	rc = BACKING(&q.r, linkat(AT_FDCWD, path, np->fd, newname, AT_SYMLINK_FOLLOW));
 	if (!rc)
 		sfs_names_added(v, np->node, newname);
-	sfs_names_unlock(v->d, np->node);
+	dir_unlock(v, np->node);
 	if (!rc) {
 		rc = lookup_at(&q, np->node, np->fd, newname, &e);
 		sfs_quota_sync(req_ledger(&q), np->node, NULL, np->fd); /* it may have grown */

@@ -12,7 +12,8 @@
 
 #include "coherence.h"
 #include "creds.h"
-#include "daemon.h"
+#include "services.h"
+#include "view.h"
 #include "fdcache.h"
 #include "names.h"
 
@@ -25,13 +26,13 @@ static bool pin_node(struct sfs_view *v, struct sfs_node *node, int fd)
 
 	if (!node)
 		return false;
-	if (sfs_fd_get(&v->d->fdc, node) >= 0)
+	if (sfs_fd_get(&v->svc->fdc, node) >= 0)
 		return true;
 	fd_path(path, fd);
 	if ((pfd = open(path, O_PATH | O_CLOEXEC)) < 0)
 		return false;
-	sfs_fdcache_offer(&v->d->fdc, node, pfd);
-	return sfs_fd_get(&v->d->fdc, node) >= 0;
+	sfs_fdcache_offer(&v->svc->fdc, node, pfd);
+	return sfs_fd_get(&v->svc->fdc, node) >= 0;
 }
 
 /* How the view's kernel caches what the open file reads (policy.h, open_cache). */
@@ -61,11 +62,7 @@ static int new_file(struct sfs_view *v, struct sfs_node *node, int fd, const str
 	atomic_init(&f->twin, -1);
 	atomic_init(&f->atime, first_atime(v, st));
 	pthread_mutex_lock(&v->files_lock);
-	f->prev = NULL;
-	f->next = v->files;
-	if (v->files)
-		v->files->prev = f;
-	v->files = f;
+	sfs_list_add(&f->link, &v->files);
 	pthread_mutex_unlock(&v->files_lock);
 	fi->fh = (uintptr_t)f;
 	set_file_cache(v, st, fi);
@@ -77,15 +74,10 @@ static int new_file(struct sfs_view *v, struct sfs_node *node, int fd, const str
 static void drop_file(struct sfs_view *v, struct sfs_file *f)
 {
 	pthread_mutex_lock(&v->files_lock);
-	if (f->prev)
-		f->prev->next = f->next;
-	else
-		v->files = f->next;
-	if (f->next)
-		f->next->prev = f->prev;
+	sfs_list_del(&f->link);
 	pthread_mutex_unlock(&v->files_lock);
 	if (f->pinned)
-		sfs_fd_put(&v->d->fdc, f->pinned);
+		sfs_fd_put(&v->svc->fdc, f->pinned);
 	if (atomic_load(&f->twin) >= 0)
 		close(atomic_load(&f->twin));
 	close(f->fd);
@@ -95,8 +87,8 @@ static void drop_file(struct sfs_view *v, struct sfs_file *f)
 
 void sfs_view_close_files(struct sfs_view *v)
 {
-	while (v->files)
-		drop_file(v, v->files);
+	while (!sfs_list_empty(&v->files))
+		drop_file(v, sfs_list_first(&v->files, struct sfs_file, link));
 }
 
 void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -176,11 +168,11 @@ static int create_or_open(struct req *q, struct held *p, const char *name, mode_
 	struct sfs_view *v = q->r.view;
 	int fd;
 
-	sfs_names_lock(v->d, p->node);
+	dir_lock(v, p->node);
 	fd = BACKING(&q->r, openat(p->fd, name, flags | O_CREAT | O_EXCL, mode));
 	if (fd >= 0)
 		sfs_names_added(v, p->node, name);
-	sfs_names_unlock(v->d, p->node);
+	dir_unlock(v, p->node);
 	*made = fd >= 0;
 	if (fd == -EEXIST && !excl)
 		fd = open_raced(p->fd, name, flags);

@@ -8,7 +8,8 @@
 
 #include "coherence.h"
 #include "creds.h"
-#include "daemon.h"
+#include "services.h"
+#include "view.h"
 
 /* What the kernel passed, less what only the kernel's own open may use, adjusted by the
  * view's policies (writeback caching wants to read around partial writes). */
@@ -20,9 +21,9 @@ int open_flags_for_backing(const struct sfs_view *v, int flags)
 
 /* Opens the node's backing file or directory for the view, through the view's clone of the
  * backing mount (its atime rule and ro apply to what the descriptor reads), by handle; st gets
- * the object's attributes. Only regular files and directories are opened (SPEC §4.2): a FIFO
+ * the object's attributes. Only regular files and directories are opened (contract §4.2): a FIFO
  * would block the worker, a device would bypass the view's nodev. The kernel has checked the
- * caller's access on the view already, MAY_EXEC instead of MAY_READ for an exec (kernel-facts
+ * caller's access on the view already, MAY_EXEC instead of MAY_READ for an exec (doc/kernel.md
  * §8); CAP_DAC_READ_SEARCH, which the handle needs anyway, lets the backing take that check
  * for reading, while a write is still checked as the caller. Returns the fd or -errno. */
 int open_node(struct sfs_req *r, struct held *h, int flags, struct stat *st)
@@ -61,7 +62,7 @@ void atime_moved(struct sfs_view *v, struct sfs_node *n, int fd, atomic_llong *s
 	struct stat st;
 	long long was = atomic_load(seen);
 
-	if (was == NO_ATIME || v->d->nviews < 2 || !n || fstat(fd, &st) < 0)
+	if (was == NO_ATIME || sfs_registry_count(&v->svc->views) < 2 || !n || fstat(fd, &st) < 0)
 		return;
 	if (atime_ns(&st) != was && atomic_compare_exchange_strong(seen, &was, atime_ns(&st)))
 		sfs_coh_attr(v, n);

@@ -6,7 +6,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct sfs_view *v = userdata;
 
-	/* 1 MiB is the most libfuse 3.14 can take: above it the session dies (kernel-facts §4.1) */
+	/* 1 MiB is the most libfuse 3.14 can take: above it the session dies (doc/kernel.md §4.1) */
 	conn->max_write = 1u << 20;
 	if (conn->capable & FUSE_CAP_SPLICE_READ)
 		conn->want |= FUSE_CAP_SPLICE_READ;

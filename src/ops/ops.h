@@ -58,6 +58,9 @@ int req_reserve(struct req *q, uint32_t uid, uint32_t gid, int64_t bytes, int64_
 /* Reserves the blocks an allocation of [off, off+len) in node's file may need. */
 int req_reserve_alloc(struct req *q, struct sfs_node *n, int fd, off_t off, off_t len);
 
+/* Drops the lookup an entry the kernel never got had counted. */
+void forget_one(struct sfs_view *v, fuse_ino_t ino);
+
 /* The replies: each settles the frame, then answers exactly once. rc < 0 answers that
  * error instead. Those that hand the kernel something (an entry, an open file) return
  * fuse_reply_*'s result, so the caller can take back what the kernel never got. */
@@ -79,7 +82,7 @@ void req_reply_lseek(struct req *q, off_t off);
 
 /* Runs a backing call as the caller; where the view's rules say the kernel has already
  * allowed the access (noacl views over an ACL-enforcing backing), an EACCES is retried with
- * the DAC capabilities for that one call (kernel-facts §8). Evaluates to the result or
+ * the DAC capabilities for that one call (doc/kernel.md §8). Evaluates to the result or
  * -errno. */
 #define BACKING(r, call)                                                            \
 	({                                                                          \
@@ -127,7 +130,7 @@ struct sfs_file {
 	bool needs_twin;
 	atomic_int twin;
 	atomic_llong atime; /* see atime_moved */
-	struct sfs_file *prev, *next; /* the view's open files, under files_lock */
+	struct sfs_list link; /* on the view's open files, under files_lock */
 };
 
 static inline struct sfs_file *file_of(const struct fuse_file_info *fi)
@@ -151,13 +154,18 @@ static inline struct sfs_dir *dir_of(const struct fuse_file_info *fi)
 	return (struct sfs_dir *)(uintptr_t)fi->fh;
 }
 
+/* A change of a directory's entries is made under its change lock (dirlock.h), through any
+ * view, casefold or not: the fold indexes (names.c) follow the changes in their order. */
+void dir_lock(struct sfs_view *v, const struct sfs_node *dir);
+void dir_unlock(struct sfs_view *v, const struct sfs_node *dir);
+void dir_lock2(struct sfs_view *v, const struct sfs_node *a, const struct sfs_node *b);
+void dir_unlock2(struct sfs_view *v, const struct sfs_node *a, const struct sfs_node *b);
+
 /* ---- dir.c: names ----------------------------------------------------------------------- */
 
 /* Enters an O_PATH descriptor of a backing object found in parent into the table, counting
  * a lookup by the view, and fills the entry. Takes ownership of fd. */
 int entry_from_fd(struct sfs_view *v, struct sfs_node *parent, int fd, struct fuse_entry_param *e);
-/* Drops the lookup an entry the kernel never got had counted. */
-void forget_one(struct sfs_view *v, fuse_ino_t ino);
 /* The prologue of every call that makes or removes a name in a directory. */
 int begin_dir_change(struct req *q, fuse_req_t req, fuse_ino_t parent, const char *name,
                      bool create, struct held **p);

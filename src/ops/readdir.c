@@ -8,7 +8,8 @@
 #include <unistd.h>
 
 #include "coherence.h"
-#include "daemon.h"
+#include "services.h"
+#include "view.h"
 
 void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {

@@ -10,7 +10,8 @@
 
 #include "coherence.h"
 #include "creds.h"
-#include "daemon.h"
+#include "services.h"
+#include "view.h"
 #include "fdcache.h"
 
 void req_start(struct req *q, fuse_req_t req)
@@ -31,7 +32,7 @@ int req_begin(struct req *q, fuse_req_t req)
 
 struct sfs_quota *req_ledger(const struct req *q)
 {
-	return &q->r.view->d->quota;
+	return &q->r.view->svc->quota;
 }
 
 void req_charge(struct req *q)
@@ -59,7 +60,7 @@ int req_hold(struct req *q, fuse_ino_t ino, struct held **out)
 	h->node = sfs_node_of(v, ino);
 	if (!h->node)
 		return -EINVAL;
-	h->fd = sfs_fd_get(&v->d->fdc, h->node);
+	h->fd = sfs_fd_get(&v->svc->fdc, h->node);
 	if (h->fd < 0)
 		return h->fd;
 	q->nheld++;
@@ -90,6 +91,14 @@ int req_reserve_alloc(struct req *q, struct sfs_node *n, int fd, off_t off, off_
 	return rc;
 }
 
+void forget_one(struct sfs_view *v, fuse_ino_t ino)
+{
+	struct sfs_node *n = sfs_node_of(v, ino);
+
+	if (n && n != v->root)
+		sfs_itab_forget(&v->svc->itab, &v->svc->fdc, n, v->slot, 1);
+}
+
 /* Notices first (the other views must not see the old state once the caller has the
  * answer), then the charge, then the nodes. */
 static void settle(struct req *q)
@@ -101,7 +110,7 @@ static void settle(struct req *q)
 		sfs_charge_end(&q->charge);
 	q->charging = false;
 	while (q->nheld)
-		sfs_fd_put(&v->d->fdc, q->held[--q->nheld].node);
+		sfs_fd_put(&v->svc->fdc, q->held[--q->nheld].node);
 }
 
 void req_reply_err(struct req *q, int rc)

@@ -11,7 +11,8 @@
 #include <sys/xattr.h>
 
 #include "coherence.h"
-#include "daemon.h"
+#include "services.h"
+#include "view.h"
 
 static bool valid_xattr_name(const char *name)
 {
@@ -87,27 +88,6 @@ void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
 	req_reply_err(&q, rc);
 }
 
-void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
-{
-	struct held *h;
-	struct req q;
-	char *buf = NULL;
-	char path[40];
-	ssize_t n = 0;
-	int rc;
-
-	if (size > XATTR_SIZE_MAX)
-		size = XATTR_SIZE_MAX;
-	if (!(rc = begin_xattr(&q, req, ino, name, SFS_XATTR_GET, &h, path))) {
-		if (size && !(buf = malloc(size)))
-			rc = -ENOMEM;
-		else if ((n = BACKING(&q.r, getxattr(path, name, buf, size))) < 0)
-			rc = n;
-	}
-	req_reply_xattr(&q, rc, buf, size, n);
-	free(buf);
-}
-
 /* Keeps the names this view shows to this caller; returns the new length. */
 static size_t filter_xattr_list(struct sfs_req *r, char *list, size_t len)
 {
@@ -139,7 +119,17 @@ static ssize_t list_xattrs(struct sfs_req *r, const char *path, char **buf)
 	return filter_xattr_list(r, *buf, n);
 }
 
-void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+/* The value of name, read into a new *buf of size bytes (none for 0: only its length). */
+static ssize_t get_xattr(struct sfs_req *r, const char *path, const char *name, size_t size,
+                         char **buf)
+{
+	if (size && !(*buf = malloc(size)))
+		return -ENOMEM;
+	return BACKING(r, getxattr(path, name, *buf, size));
+}
+
+/* getxattr (name) and listxattr (name NULL): the data, or its length when size is 0. */
+static void read_xattrs(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct held *h;
 	struct req q;
@@ -148,15 +138,29 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	ssize_t n = 0;
 	int rc;
 
-	if (!(rc = req_begin(&q, req)) && !(rc = req_hold(&q, ino, &h))) {
+	if (name) {
+		size = size > XATTR_SIZE_MAX ? XATTR_SIZE_MAX : size;
+		rc = begin_xattr(&q, req, ino, name, SFS_XATTR_GET, &h, path);
+	} else if (!(rc = req_begin(&q, req)) && !(rc = req_hold(&q, ino, &h))) {
 		fd_path(path, h->fd);
-		if ((n = list_xattrs(&q.r, path, &buf)) < 0)
-			rc = n;
-		else if (size && (size_t)n > size)
-			rc = -ERANGE;
 	}
+	if (!rc && (n = name ? get_xattr(&q.r, path, name, size, &buf)
+	                     : list_xattrs(&q.r, path, &buf)) < 0)
+		rc = n;
+	else if (!rc && !name && size && (size_t)n > size)
+		rc = -ERANGE;
 	req_reply_xattr(&q, rc, buf, size, n);
 	free(buf);
+}
+
+void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	read_xattrs(req, ino, name, size);
+}
+
+void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	read_xattrs(req, ino, NULL, size);
 }
 
 void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)

@@ -1,4 +1,4 @@
-/* acl / noacl (SPEC §5.1). acl views let the kernel enforce POSIX ACLs (FUSE_CAP_POSIX_ACL
+/* acl / noacl (contract §5.1). acl views let the kernel enforce POSIX ACLs (FUSE_CAP_POSIX_ACL
  * with default_permissions) and leave the umask to the backing, which applies it only where
  * the parent has no default ACL (FUSE_CAP_DONT_MASK). noacl views check mode bits only, as
  * ext4 mounted noacl did: the ACL xattrs are refused and hidden, new entries under a

@@ -27,13 +27,15 @@ static bool relatime_wants_update(const struct stat *st)
 	return time(NULL) - st->st_atim.tv_sec >= 24 * 60 * 60;
 }
 
+/* One set of flags per behaviour, so that views which behave alike share one clone: a ro
+ * mount updates no atime whatever its rule, and noatime covers nodiratime. */
 static unsigned atime_mount_attrs(const struct sfs_opts *o)
 {
 	unsigned attrs = o->nodiratime ? MOUNT_ATTR_NODIRATIME : 0;
 
+	if (o->ro || o->atime == SFS_ATIME_NOATIME)
+		return MOUNT_ATTR_NOATIME;
 	switch (o->atime) {
-	case SFS_ATIME_NOATIME:
-		return attrs | MOUNT_ATTR_NOATIME;
 	case SFS_ATIME_STRICT:
 		return attrs | MOUNT_ATTR_STRICTATIME;
 	default:

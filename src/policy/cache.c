@@ -1,4 +1,4 @@
-/* cache=strict | cache=writeback (SPEC §4.3): whether the view's kernel caches writes. With
+/* cache=strict | cache=writeback (contract §4.3): whether the view's kernel caches writes. With
  * writeback caching the kernel reads around partial writes and handles O_APPEND itself, so
  * the backing file is opened for reading too and without O_APPEND. Whether a view may have
  * it at all (only as the sole view of its source) is the daemon's to decide when the view

@@ -1,4 +1,4 @@
-/* casefold, casefold=strict, nocasefold (SPEC §5.3). Names are matched case-insensitively by
+/* casefold, casefold=strict, nocasefold (contract §5.3). Names are matched case-insensitively by
  * the kernel-equivalent fold (fold.c) and kept as first given: a lookup that misses the exact
  * spelling goes through the directory's fold index (names.c), readdir lists each class once,
  * and strict views refuse to create names that are not UTF-8. Directories report
@@ -7,7 +7,8 @@
 #include <linux/fs.h>
 #include <string.h>
 
-#include "daemon.h"
+#include "services.h"
+#include "view.h"
 #include "fold.h"
 #include "names.h"
 #include "policy.h"
@@ -36,7 +37,7 @@ static bool casefold_dirent_visible(const struct sfs_view *v, const struct sfs_n
 {
 	if (!folds(v) || !strcmp(name, ".") || !strcmp(name, ".."))
 		return true;
-	return sfs_names_fold_listed(v->d, dir, name);
+	return sfs_names_fold_listed(v->svc, dir, name);
 }
 
 static int casefold_resolve(const struct sfs_view *v, const struct sfs_node *dir, int dirfd,
@@ -44,7 +45,7 @@ static int casefold_resolve(const struct sfs_view *v, const struct sfs_node *dir
 {
 	if (!folds(v))
 		return -ENOENT;
-	return sfs_names_fold_lookup(v->d, dir, dirfd, name, out, outlen);
+	return sfs_names_fold_lookup(v->svc, dir, dirfd, name, out, outlen);
 }
 
 static int casefold_peek(const struct sfs_view *v, const struct sfs_node *dir, const char *name,
@@ -52,7 +53,7 @@ static int casefold_peek(const struct sfs_view *v, const struct sfs_node *dir, c
 {
 	if (!folds(v))
 		return -ENODATA;
-	return sfs_names_fold_peek(v->d, dir, name, out, outlen, exact);
+	return sfs_names_fold_peek(v->svc, dir, name, out, outlen, exact);
 }
 
 static unsigned casefold_inode_flags(const struct sfs_view *v, mode_t type)

@@ -2,7 +2,8 @@
  * (metadata overhead subtracted); minixdf reports the whole device's blocks, read from the
  * superblock as ext4 does. */
 #include "backing.h"
-#include "daemon.h"
+#include "services.h"
+#include "view.h"
 #include "policy.h"
 
 static void df_statfs(const struct sfs_req *r, struct statvfs *st)
@@ -12,7 +13,7 @@ static void df_statfs(const struct sfs_req *r, struct statvfs *st)
 
 	if (v->opts.df != SFS_DF_MINIX)
 		return;
-	total = sfs_backing_total_blocks(&v->d->backing);
+	total = sfs_backing_total_blocks(v->svc->backing);
 	if (total)
 		st->f_blocks = total;
 }

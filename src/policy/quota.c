@@ -1,10 +1,11 @@
-/* quota, usrquota, grpquota, size=, inodes=: the limits a view enforces (SPEC §5.4). The
+/* quota, usrquota, grpquota, size=, inodes=: the limits a view enforces (contract §5.4). The
  * daemon accounts in every view (quota.c); this module only decides which of the ledger's
  * limits a request of this view is held to, and what df tells its caller. Root is not
  * exempt. */
 #include <stdint.h>
 
-#include "daemon.h"
+#include "services.h"
+#include "view.h"
 #include "policy.h"
 #include "quota.h"
 
@@ -89,7 +90,7 @@ static uint64_t tightest(uint64_t soft, uint64_t hard)
 
 static void quota_statfs(const struct sfs_req *r, struct statvfs *st)
 {
-	struct sfs_quota *q = &r->view->d->quota;
+	struct sfs_quota *q = &r->view->svc->quota;
 	const struct sfs_opts *o = &r->view->opts;
 	struct sfs_qentry e;
 

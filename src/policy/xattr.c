@@ -1,4 +1,4 @@
-/* user_xattr / nouser_xattr (SPEC §5.2), and what every view hides: trusted.* is listed only
+/* user_xattr / nouser_xattr (contract §5.2), and what every view hides: trusted.* is listed only
  * to callers with CAP_SYS_ADMIN, as ext4 does (the kernel does not filter listxattr). */
 #include <errno.h>
 #include <string.h>

@@ -15,7 +15,10 @@
 #include <string.h>
 #include <utf8proc.h>
 
-#include "fold.h"
+#include "foldcache.h"
+
+static struct sfs_dirlock locks;
+static bool locks_ready;
 #include "fuzz.h"
 
 #define MAX_RECORDS 256
@@ -311,7 +314,11 @@ static void check_rebuilt(const struct sfs_foldidx *idx, const struct model *m,
 		check_stats(built, m);
 		for (size_t i = 0; i < np; i++)
 			check_lookup(built, m, probes[i].s, probes[i].len);
-		if (sfs_foldcache_new(&c, 1 << 20) == 0) {
+		if (!locks_ready) {
+			sfs_dirlock_init(&locks);
+			locks_ready = true;
+		}
+		if (sfs_foldcache_new(&c, 1 << 20, &locks) == 0) {
 			uint64_t stamp = sfs_foldcache_stamp(c, 1, 2);
 			if (sfs_foldcache_insert(c, 1, 2, stamp, built, &d) == 0) {
 				for (size_t i = 0; i < np; i++) {

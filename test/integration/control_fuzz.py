@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Throws bad requests and stalling clients at a strictfs daemon's control socket (SPEC §6:
+"""Throws bad requests and stalling clients at a strictfs daemon's control socket (contract §6:
 a malformed or oversized request gets an error reply and the daemon keeps serving).
 
 usage: control_fuzz.py SOCKET [--requests N] [--clients N] [--seed N]

@@ -1,5 +1,5 @@
 #!/bin/bash
-# acl / noacl semantics (SPEC §5.1) and the trusted.* rule (§5.2): A is a noacl view, B an acl
+# acl / noacl semantics (contract §5.1) and the trusted.* rule (§5.2): A is a noacl view, B an acl
 # view of the same device. Where ext4 can show the expected result, compare with a native mount.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 

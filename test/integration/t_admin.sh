@@ -11,8 +11,8 @@ COMPLETION=$SFS_REPO/bash-completion/strictfs
 NOT_VIEW_OPTIONS="_netdev allow_other auto comment default_permissions defaults group_id noauto nofail user_id"
 
 known_options() { # the option names of the table in src/options.c, sorted
-	sed -n 's/^\t{"\([^"]*\)", ARG_.*/\1/p; s/^\tSB_FLAG("\([^"]*\)", "\([^"]*\)".*/\1\n\2/p' \
-		"$SFS_REPO/src/options.c" | sort -u
+	sed -n -E 's/^\t(DEF|BOOL|VALUE|CHOICE|FLAG|NOFLAG|IGNORED|SB|SB_SET)\("([^"]*)".*/\2/p
+		s/^\tSB_FLAG\("([^"]*)", "([^"]*)".*/\1\n\2/p' "$SFS_REPO/src/options.c" | sort -u
 }
 
 test_admin_meson_install_layout() {
@@ -71,7 +71,7 @@ test_admin_man_pages_cover_cli() {
 	for o in $("$STRICTFS" --help | grep -o -- '--[a-z]*' | sort -u); do
 		assert_contains "$text" "$o" "strictfs(8) documents $o"
 	done
-	# every view option of SPEC §5
+	# every view option of contract §5
 	for o in acl noacl user_xattr nouser_xattr casefold casefold=strict nocasefold quota \
 		usrquota grpquota noquota size= inodes= ro rw subdir= bsddf minixdf nosuid nodev \
 		noexec noatime nodiratime relatime strictatime nosymfollow cache=strict \
@@ -79,7 +79,7 @@ test_admin_man_pages_cover_cli() {
 		assert_contains "$text" "$o" "strictfs(8) documents $o"
 	done
 	assert_contains "$text" "Unknown parameter 'noacl'" "says the kernel has no noacl"
-	assert_contains "$text" "stored spelling stays" "says what a case-only rename does (SPEC §5.3)"
+	assert_contains "$text" "stored spelling stays" "says what a case-only rename does (contract §5.3)"
 	assert_contains "$text" "share=existing cannot promise" "says what share=existing cannot promise"
 	text=$(rendered "$SFS_REPO/doc/mount.strictfs.8")
 	for sec in FSTAB CONTAINERS "EXIT STATUS"; do

@@ -69,6 +69,20 @@ test_atime_remount_changes_the_rule() {
 	assert_ne "$a1" "$a2" "after remount,strictatime: a read moves atime"
 }
 
+# Every atime rule, with and without nodiratime and ro, as views of one source at once (each
+# behaviour opens the backing through a clone of its own; views that behave alike share one).
+test_atime_every_rule_at_once() {
+	new_source every
+	local o i=0
+	for o in relatime relatime,nodiratime strictatime strictatime,nodiratime noatime \
+		noatime,nodiratime ro ro,strictatime ro,nodiratime; do
+		assert_ok sfs_mount -o "$o" "$LOOP" "$T_DIR/v$i"
+		((i++))
+	done
+	echo x >"$T_DIR/v0/f"
+	assert_eq x "$(cat "$T_DIR/v$((i - 1))/f")" "the last view reads what the first wrote"
+}
+
 # tree_state ROOT: every object's times, size and mode, and every file's bytes
 tree_state() {
 	(cd "$1" && find . -printf '%p %A@ %T@ %C@ %s %m\n' | sort && find . -type f -exec md5sum {} + | sort)

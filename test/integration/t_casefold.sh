@@ -1,5 +1,5 @@
 #!/bin/bash
-# Casefold views (SPEC §5.3): Unicode case-insensitive, case-preserving names through every
+# Casefold views (contract §5.3): Unicode case-insensitive, case-preserving names through every
 # call that takes a name, collisions, strict mode, FS_CASEFOLD_FL, and no stale spelling in
 # any view's cache. Each test has a casefold view C and a nocasefold view N of one image.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -81,7 +81,7 @@ test_casefold_unlink_and_rename_through_other_spellings() {
 }
 
 test_casefold_case_only_rename_keeps_spelling() {
-	# kernel-facts §5 (SPEC corrects the issue): the kernel sees one inode and never asks
+	# doc/kernel.md §5 (the contract corrects the issue): the kernel sees one inode and never asks
 	cf_setup
 	touch "$C/foo"
 	mkdir "$C/Dir"

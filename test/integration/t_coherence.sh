@@ -1,5 +1,5 @@
 #!/bin/bash
-# Coherence between views (SPEC §4.3): a change made through view A is seen through view B as
+# Coherence between views (contract §4.3): a change made through view A is seen through view B as
 # soon as the call returns. B looks at each object first, so that it has it cached.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 

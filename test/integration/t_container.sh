@@ -1,5 +1,5 @@
 #!/bin/bash
-# Per-container views (SPEC §6): `strictfs mount --namespace PID` and mount(8)'s -N put a view
+# Per-container views (contract §6): `strictfs mount --namespace PID` and mount(8)'s -N put a view
 # in another process's mount namespace, served by the same daemon as the host's views,
 # invisible outside, and dropped when that namespace ends.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The control socket under attack (SPEC §6): a malformed or oversized request gets an error reply
+# The control socket under attack (contract §6): a malformed or oversized request gets an error reply
 # and the daemon keeps serving; clients that stall (connect and never send, send part of a
 # frame, trickle a byte at a time) do not hold up the others. control_fuzz.py throws the
 # requests; afterwards the daemon must still answer status, serve its view and add a new one.

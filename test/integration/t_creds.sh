@@ -1,5 +1,5 @@
 #!/bin/bash
-# Caller credentials (SPEC §4.1): each request acts as the caller, in a noacl view (A) and an acl
+# Caller credentials (contract §4.1): each request acts as the caller, in a noacl view (A) and an acl
 # view (B) alike: ownership, umask, setgid directories, supplementary groups, suid/sgid clearing,
 # and no privilege of the daemon reaching a caller.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

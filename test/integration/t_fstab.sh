@@ -1,5 +1,5 @@
 #!/bin/bash
-# fstab and boot (SPEC §2): several views of one source from /etc/fstab-style lines with
+# fstab and boot (contract §2): several views of one source from /etc/fstab-style lines with
 # mount -a, in file order, findmnt showing the source as named, umount -a -t fuse.strictfs, and
 # the mount units systemd's fstab generator makes of such lines. mount(8) runs in a private
 # mount namespace where /sbin holds the mount.strictfs under test (with_mount_helper).

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Control and lifecycle (SPEC §2, §6): status, external umount, last view, SIGTERM (also for a
+# Control and lifecycle (contract §2, §6): status, external umount, last view, SIGTERM (also for a
 # view in another mount namespace), the control socket, and the daemon's detachment.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -121,7 +121,7 @@ no_daemon_for() { [[ -z $(daemons_for_source "$1") ]]; }
 
 test_view_ends_with_its_namespace() {
 	# a container's view goes when its mount namespace does: the daemon keeps no reference
-	# that would keep the namespace alive (kernel-facts §4.4b), and the last view ends it
+	# that would keep the namespace alive (doc/kernel.md §4.4b), and the last view ends it
 	new_source nsd
 	local N=$T_DIR/nsview
 	mkdir "$N"
@@ -238,7 +238,7 @@ EOF
 	assert_eq x "$(cat "$T_DIR/c/f" 2>&1)" "new view works"
 }
 
-# ---- syslog (SPEC §6: every view added, refused or removed, and every backing mount) ----------
+# ---- syslog (contract §6: every view added, refused or removed, and every backing mount) ----------
 # The daemon logs to /dev/log. The test gives it one of its own: in a private mount namespace
 # /dev is replaced by a tmpfs of links to the real entries plus a log socket read by the test,
 # so nothing on the machine changes and no system logger is needed.

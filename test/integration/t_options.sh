@@ -1,5 +1,5 @@
 #!/bin/bash
-# View options (SPEC §5): ro, subdir=, per-mount flags, bsddf/minixdf, superblock-only options,
+# View options (contract §5): ro, subdir=, per-mount flags, bsddf/minixdf, superblock-only options,
 # cache=, and the list of options that must be accepted.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -302,7 +302,7 @@ test_accepted_options_mount() {
 	done
 }
 
-# ---- remount (SPEC §2: changes a view's options in place, or refuses by name) ----------------
+# ---- remount (contract §2: changes a view's options in place, or refuses by name) ----------------
 
 test_remount_changes_options_in_place() {
 	new_source rem
@@ -359,6 +359,36 @@ _remount_body() {
 	assert_fails_with "Read-only file system" touch "$V/x"
 	assert_exit 32 mount -o remount,noacl "$V"
 	assert_eq true "$(view_opt "$V" acl)" "still acl"
+}
+
+# The daemon's state lives in /.strictfs at the backing root (contract §3.5): no view sees it,
+# lists it, or can make, rename or link anything onto that name.
+test_admin_state_invisible_in_views() {
+	new_source admin
+	local V=$T_DIR/v C=$T_DIR/c
+	view "" "$LOOP" "$V"
+	view casefold "$LOOP" "$C"
+	need "$STRICTFS" quota set "$LOOP" -u root --bhard 1G
+	echo x >"$V/f"
+	need mkdir "$V/d"
+	assert_not_contains "$(ls -a "$V")" ".strictfs" "not listed"
+	assert_fails_with "No such file or directory" stat "$V/.strictfs"
+	assert_fails_with "No such file or directory" stat "$C/.strictfs"
+	assert_fails_with "Operation not permitted" mkdir "$V/.strictfs"
+	assert_fails_with "Operation not permitted" touch "$V/.strictfs"
+	assert_fails_with "Operation not permitted" mv "$V/f" "$V/.strictfs"
+	assert_fails_with "Operation not permitted" mv -T "$V/d" "$V/.strictfs"
+	assert_fails_with "Operation not permitted" ln "$V/f" "$V/.strictfs"
+	assert_fails_with "Operation not permitted" ln -s f "$V/.strictfs"
+	assert_ok test -f "$V/f"
+	assert_refused subdir sfs_mount -o subdir=/.strictfs "$LOOP" "$T_DIR/s"
+	need "$STRICTFS" umount "$V"
+	need "$STRICTFS" umount "$C"
+	wait_until 30 device_free "$LOOP" || die "the daemon did not let go of the device"
+	need mkdir -p "$T_DIR/n"
+	need mount -o ro "$LOOP" "$T_DIR/n"
+	assert_ok test -f "$T_DIR/n/.strictfs/quota"
+	need umount "$T_DIR/n"
 }
 
 # mount(8) and the contract put -o after the operands; util-linux takes options anywhere.

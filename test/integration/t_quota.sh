@@ -1,5 +1,5 @@
 #!/bin/bash
-# Quota (SPEC §5.4): exact accounting per user, group and in total through every view, limits
+# Quota (contract §5.4): exact accounting per user, group and in total through every view, limits
 # enforced only in the views that ask (quota, usrquota, grpquota, size=, inodes=), soft limits
 # with grace, limits kept in /.strictfs/ across restarts, df that tells the caller the truth,
 # and `strictfs quota set|grace|report|check`.

@@ -1,10 +1,10 @@
 #!/bin/bash
-# Refusals (SPEC §2, §3.3, §4.3, §5): exit 1, one line "strictfs: OBJECT: reason" naming what is
+# Refusals (contract §2, §3.3, §4.3, §5): exit 1, one line "strictfs: OBJECT: reason" naming what is
 # at fault, and nothing left mounted, started or attached; a running daemon is left as it was.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # Options refused on a fresh source: "OPTION|REGEX" where the one stderr line must match REGEX:
-# the option comes first, as SPEC §2 has it ("strictfs: OPTION: reason").
+# the option comes first, as contract §2 has it ("strictfs: OPTION: reason").
 REFUSED_OPTIONS=(
 	"casefold=bogus|^strictfs: casefold=bogus: "
 	"quota,cache=writeback|^strictfs: cache=writeback: cannot be combined with quota"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# No privilege leak (SPEC §4.1, §5, issue 7 part 1), tested adversarially: unprivileged callers
+# No privilege leak (contract §4.1, §5, issue 7 part 1), tested adversarially: unprivileged callers
 # try what they must not be able to do, one system call at a time (probe.py), on a native ext4
 # mount and in a noacl view (A) and an acl view (B) of an identically prepared tree; each
 # outcome (errno name, or OK with the resulting mode/owner) must be native ext4's. Where a view

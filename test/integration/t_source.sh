@@ -165,7 +165,7 @@ test_share_mismatch_with_running_daemon_refused() {
 }
 
 test_native_mount_while_serving_is_noticed() {
-	# the kernel checks exclusivity only at creation (kernel-facts §2): root can still mount
+	# the kernel checks exclusivity only at creation (doc/kernel.md §2): root can still mount
 	# the device natively and share the superblock; the daemon notices and says so
 	new_source img
 	local V=$T_DIR/v NAT=$T_DIR/nat

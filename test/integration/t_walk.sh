@@ -1,7 +1,7 @@
 #!/bin/bash
 # SLOW. 100,000 files walked through a view whose daemon runs with RLIMIT_NOFILE 1024 (soft and
 # hard): the daemon's descriptors stay bounded whatever the number of inodes the kernel
-# remembers (SPEC §4.2), also when it acts as an unprivileged caller.
+# remembers (contract §4.2), also when it acts as an unprivileged caller.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 _rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }

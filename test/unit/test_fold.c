@@ -11,7 +11,10 @@
 #include <utf8proc.h>
 
 #include "check.h"
-#include "fold.h"
+#include "foldcache.h"
+
+/* The directory change locks every cache below follows. */
+static struct sfs_dirlock locks;
 
 #define S(s) s, sizeof(s) - 1
 
@@ -526,7 +529,7 @@ static size_t unit_bytes(void)
 	struct sfs_foldcache_stats st;
 	struct sfs_foldcache *c;
 
-	sfs_foldcache_new(&c, (size_t)-1);
+	sfs_foldcache_new(&c, (size_t)-1, &locks);
 	sfs_foldcache_put(c, insert(c, 1, 20));
 	sfs_foldcache_stats(c, &st);
 	sfs_foldcache_free(c);
@@ -540,7 +543,7 @@ static void test_cache_budget(void)
 	struct sfs_foldcache *c;
 	struct sfs_folddir *d, *pinned;
 
-	CHECK(sfs_foldcache_new(&c, unit * 3 + unit / 2) == 0, "new");
+	CHECK(sfs_foldcache_new(&c, unit * 3 + unit / 2, &locks) == 0, "new");
 	sfs_foldcache_put(c, insert(c, 1, 20));
 	sfs_foldcache_put(c, insert(c, 2, 20));
 	sfs_foldcache_put(c, insert(c, 3, 20));
@@ -558,7 +561,7 @@ static void test_cache_budget(void)
 	sfs_foldcache_free(c);
 
 	/* A pinned index at the cold end is passed over. */
-	CHECK(sfs_foldcache_new(&c, unit * 3 + unit / 2) == 0, "new");
+	CHECK(sfs_foldcache_new(&c, unit * 3 + unit / 2, &locks) == 0, "new");
 	pinned = insert(c, 1, 20);
 	sfs_foldcache_put(c, insert(c, 2, 20));
 	sfs_foldcache_put(c, insert(c, 3, 20));
@@ -596,23 +599,23 @@ static void test_cache_protocol(void)
 	struct sfs_foldidx_stats is;
 	uint64_t stamp;
 
-	CHECK(sfs_foldcache_new(&c, 1 << 20) == 0, "new");
+	CHECK(sfs_foldcache_new(&c, 1 << 20, &locks) == 0, "new");
 	CHECK(sfs_foldcache_lookup(c, 7, 1, S("x"), &hit) == -ENODATA, "not cached");
 
 	/* a change between stamp and insert refuses the index */
 	stamp = sfs_foldcache_stamp(c, 7, 1);
-	sfs_foldcache_change_lock(c, 7, 1);
-	sfs_foldcache_change_unlock(c, 7, 1);
+	sfs_dirlock_lock(&locks, 7, 1);
+	sfs_dirlock_unlock(&locks, 7, 1);
 	CHECK(sfs_foldcache_insert(c, 7, 1, stamp, mk_idx(3, "n"), &d) == -EAGAIN, "stale stamp");
 	stamp = sfs_foldcache_stamp(c, 7, 1);
 	sfs_foldcache_forget(c, 7, 1);
 	CHECK(sfs_foldcache_insert(c, 7, 1, stamp, mk_idx(3, "n"), &d) == -EAGAIN, "forgotten");
 
 	/* a builder holding the change lock may insert (the lock is re-entrant) */
-	sfs_foldcache_change_lock(c, 7, 1);
+	sfs_dirlock_lock(&locks, 7, 1);
 	stamp = sfs_foldcache_stamp(c, 7, 1);
 	CHECK(sfs_foldcache_insert(c, 7, 1, stamp, mk_idx(3, "n"), &d) == 0, "insert under lock");
-	sfs_foldcache_change_unlock(c, 7, 1);
+	sfs_dirlock_unlock(&locks, 7, 1);
 	sfs_foldcache_put(c, d);
 
 	/* the first insert wins */
@@ -624,11 +627,11 @@ static void test_cache_protocol(void)
 	sfs_foldcache_put(c, d2);
 
 	/* notes */
-	sfs_foldcache_change_lock(c, 7, 1);
+	sfs_dirlock_lock(&locks, 7, 1);
 	CHECK(sfs_foldcache_note_add(c, 7, 1, S("Foo")) == 0, "note add");
 	CHECK(sfs_foldcache_note_add(c, 7, 1, S("Foo")) == 0, "note add twice");
 	CHECK(sfs_foldcache_note_add(c, 7, 1, S("FOO")) == 0, "note a collision");
-	sfs_foldcache_change_unlock(c, 7, 1);
+	sfs_dirlock_unlock(&locks, 7, 1);
 	CHECK(sfs_foldcache_lookup(c, 7, 1, S("foo"), &hit) == 0 && !strcmp(hit.name, "FOO") &&
 	      hit.collided, "lookup after notes: %s", hit.name);
 	sfs_foldcache_stats(c, &st);
@@ -650,9 +653,9 @@ static void test_cache_protocol(void)
 
 	/* across directories: 1 -> 2 (cached) and 1 -> 3 (not cached) */
 	sfs_foldcache_put(c, insert(c, 2, 0));
-	sfs_foldcache_change_lock2(c, 7, 1, 7, 2);
+	sfs_dirlock_lock2(&locks, 7, 1, 7, 2);
 	CHECK(sfs_foldcache_note_rename(c, 7, 1, S("bar"), 7, 2, S("Bar")) == 0, "cross rename");
-	sfs_foldcache_change_unlock2(c, 7, 1, 7, 2);
+	sfs_dirlock_unlock2(&locks, 7, 1, 7, 2);
 	CHECK(sfs_foldcache_lookup(c, 7, 1, S("bar"), &hit) == -ENOENT &&
 	      sfs_foldcache_lookup(c, 7, 2, S("BAR"), &hit) == 0 && !strcmp(hit.name, "Bar"),
 	      "moved between directories");
@@ -715,14 +718,14 @@ static void t_change(struct world *w, int dir, int n)
 	bool was;
 
 	t_name(n, name, sizeof(name));
-	sfs_foldcache_change_lock(w->c, 1, (uint64_t)dir);
+	sfs_dirlock_lock(&locks, 1, (uint64_t)dir);
 	was = atomic_load(&w->exists[dir][n]);
 	atomic_store(&w->exists[dir][n], !was);
 	if (was)
 		sfs_foldcache_note_remove(w->c, 1, (uint64_t)dir, name, strlen(name));
 	else
 		sfs_foldcache_note_add(w->c, 1, (uint64_t)dir, name, strlen(name));
-	sfs_foldcache_change_unlock(w->c, 1, (uint64_t)dir);
+	sfs_dirlock_unlock(&locks, 1, (uint64_t)dir);
 }
 
 static void *t_run(void *arg)
@@ -767,7 +770,7 @@ static void test_cache_threads(void)
 	bool in;
 
 	/* room for about half the directories, so eviction runs too */
-	CHECK(sfs_foldcache_new(&w.c, T_DIRS / 2 * unit_bytes() * 2) == 0, "new");
+	CHECK(sfs_foldcache_new(&w.c, T_DIRS / 2 * unit_bytes() * 2, &locks) == 0, "new");
 	for (i = 0; i < T_THREADS; i++)
 		pthread_create(&t[i], NULL, t_run, &w);
 	for (i = 0; i < T_THREADS; i++)
@@ -795,6 +798,7 @@ static void test_cache_threads(void)
 
 int main(void)
 {
+	sfs_dirlock_init(&locks);
 	test_fold_vectors();
 	test_fold_long();
 	test_fold_all_code_points();
