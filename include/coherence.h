@@ -36,6 +36,10 @@ void sfs_coh_spelling(struct sfs_view *origin, struct sfs_node *parent, const ch
  * the daemon; dirty pages in the range are written back by other workers first). */
 void sfs_coh_own_data(struct sfs_view *origin, struct sfs_node *n, off_t off, off_t len);
 
+/* The same from the notifier thread, without waiting: for pages the calling handler itself
+ * holds locked until it answers (a read's). */
+void sfs_coh_own_data_later(struct sfs_view *origin, struct sfs_node *n, off_t off, off_t len);
+
 /* Waits (bounded) until what this thread queued has been delivered. */
 void sfs_coh_flush(struct sfs_view *origin);
 

@@ -7,6 +7,7 @@
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 /* Switches the calling thread to the request's caller. Returns 0 or -errno. */
 int sfs_creds_enter(fuse_req_t req);
@@ -21,6 +22,25 @@ enum {
 };
 void sfs_priv_begin(unsigned what);
 void sfs_priv_end(void);
+
+/* Around the registration of a backing file for kernel passthrough (fuse_io.h): the kernel
+ * keeps the credentials of the registering thread for every read and write through that file,
+ * so the thread holds only what the I/O may use. as_caller: the caller's fsuid, fsgid and
+ * groups (as sfs_creds_enter left them), with no capability but CAP_SYS_ADMIN, which the
+ * registration itself needs (root, who has every file capability, keeps them). Otherwise
+ * nobody's: an unused uid and gid, no groups, only CAP_SYS_ADMIN (for opens that never
+ * write: a read needs no identity, and a later writer sharing the file then borrows none).
+ * Returns 0 or -errno; _end restores the thread. */
+int sfs_creds_backing_begin(bool as_caller);
+void sfs_creds_backing_end(void);
+
+/* Whom the calling thread acts for, as the key of a backing file registered with
+ * sfs_creds_backing_begin(true): fsuid, fsgid and a hash of the groups. */
+struct sfs_cred_key {
+	uint32_t uid, gid;
+	uint64_t groups;
+};
+struct sfs_cred_key sfs_creds_key(void);
 
 /* Whether the mode bits alone give the calling thread's caller (after sfs_creds_enter) the
  * access mask (R_OK|W_OK|X_OK) on st: the kernel's check on a noacl view, redone by the

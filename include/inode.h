@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -52,6 +53,12 @@ struct sfs_node {
 	struct sfs_spellset *spellings;  /* casefold spellings kernels may cache under this dir */
 	/* Protected by the node's quota stripe (quota.h): */
 	struct sfs_nodeq q;
+	/* Files open by kernel passthrough, over all views, that change the node unseen by the
+	 * daemon: open for writing, or for reading in a view whose reads move the atime. While
+	 * another view has one, a view may not cache the node's attributes
+	 * (src/ops/passthrough.c). */
+	atomic_int pt_writers;
+	atomic_int pt_atime_opens;
 	/* Immutable after creation: */
 	int handle_type;
 	uint8_t handle_len;

@@ -33,6 +33,7 @@ struct sfs_opts {
 	enum sfs_df df;
 	enum sfs_share share;
 	enum sfs_cache cache;
+	bool no_passthrough;            /* nopassthrough: open files' data through the daemon */
 	enum sfs_atime atime;
 	enum sfs_casefold casefold;
 	bool usrquota;                  /* enforce user limits (quota, usrquota) */

@@ -84,6 +84,9 @@ struct sfs_policy {
 	/* Whether the view holds its requests to any limit, so that what they will cost is
 	 * worth working out before they act. */
 	bool (*limits)(const struct sfs_view *v);
+	/* Why the view's open files must take the daemon path instead of the kernel's
+	 * passthrough (the daemon must see their data), or NULL. */
+	const char *(*no_passthrough)(const struct sfs_view *v);
 };
 
 extern const struct sfs_policy sfs_policy_acl;
@@ -120,5 +123,6 @@ unsigned sfs_policy_mount_attrs(const struct sfs_opts *o);
 enum sfs_cache_use sfs_policy_open_cache(const struct sfs_view *v, const struct stat *st);
 int sfs_policy_backing_flags(const struct sfs_view *v, int flags);
 bool sfs_policy_limits(const struct sfs_view *v);
+const char *sfs_policy_no_passthrough(const struct sfs_view *v);
 
 #endif

@@ -14,6 +14,7 @@
 #include "list.h"
 #include "fuse_io.h"
 #include "options.h"
+#include "passthrough.h"
 
 struct sfs_services;
 
@@ -46,6 +47,7 @@ struct sfs_view {
 	 * and directories are opened through, a mount fd for open_by_handle_at (backing.h). */
 	atomic_int open_mnt;
 	int qroot;                      /* quota root slot of a subdir view with size=/inodes=, or -1 */
+	struct sfs_passthrough pt;      /* its backing files for kernel passthrough */
 	pthread_mutex_t files_lock;     /* guards files */
 	struct sfs_list files;          /* open files, for those whose RELEASE never comes */
 };

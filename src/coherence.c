@@ -258,6 +258,13 @@ void sfs_coh_own_data(struct sfs_view *origin, struct sfs_node *n, off_t off, of
 	fuse_lowlevel_notify_inval_inode(origin->se, sfs_ino_of(origin, n), off, len);
 }
 
+void sfs_coh_own_data_later(struct sfs_view *origin, struct sfs_node *n, off_t off, off_t len)
+{
+	if (origin->svc->coh)
+		enqueue(origin->svc->coh, origin->slot, INVAL_INODE, sfs_ino_of(origin, n), off, len,
+		        NULL, false);
+}
+
 void sfs_coh_name(struct sfs_view *origin, struct sfs_node *parent, const char *name)
 {
 	queue_to_targets(origin, parent, INVAL_ENTRY, 0, 0, name);

@@ -170,6 +170,85 @@ void sfs_priv_end(void)
 	tc.saved_ok = false;
 }
 
+/* An id no file and no user has: (uid_t)-2, the one below the "no change" value. */
+#define NOBODY_ID ((uid_t)-2)
+
+static __thread struct {
+	bool active, ids_changed, caps_changed;
+	struct __user_cap_data_struct caps[2];
+} reg;
+
+static int set_fs_ids(uid_t uid, gid_t gid)
+{
+	syscall(SYS_setfsgid, gid);
+	syscall(SYS_setfsuid, uid);
+	return (uid_t)syscall(SYS_setfsuid, -1) == uid && (gid_t)syscall(SYS_setfsgid, -1) == gid
+	               ? 0 : -EPERM;
+}
+
+int sfs_creds_backing_begin(bool as_caller)
+{
+	struct __user_cap_data_struct d[2];
+	int rc = 0;
+
+	if (!tc.ready && (rc = thread_init()))
+		return rc;
+	reg.active = true;
+	reg.ids_changed = reg.caps_changed = false;
+	if (!as_caller) {
+		reg.ids_changed = true;
+		if (syscall(SYS_setgroups, 0, NULL) < 0 || (rc = set_fs_ids(NOBODY_ID, NOBODY_ID))) {
+			rc = rc ? rc : -errno;
+			sfs_creds_backing_end();
+			return rc;
+		}
+	} else if (tc.uid == 0) {
+		return 0; /* root: every capability is the caller's own */
+	}
+	if (capget_self(reg.caps) < 0) {
+		rc = -errno;
+		sfs_creds_backing_end();
+		return rc;
+	}
+	memset(d, 0, sizeof(d));
+	memcpy(d, reg.caps, sizeof(d));
+	d[0].effective = d[1].effective = 0;
+	raise_cap(d, CAP_SYS_ADMIN);
+	if (capset_self(d) < 0) {
+		rc = -errno;
+		sfs_creds_backing_end();
+		return rc;
+	}
+	reg.caps_changed = true;
+	return 0;
+}
+
+void sfs_creds_backing_end(void)
+{
+	if (!reg.active)
+		return;
+	if (reg.caps_changed)
+		capset_self(reg.caps);
+	if (reg.ids_changed) {
+		/* back to what the thread cache says it has */
+		set_fs_ids(tc.uid, tc.gid);
+		if (tc.ngroups >= 0)
+			syscall(SYS_setgroups, tc.ngroups, tc.groups);
+		else
+			syscall(SYS_setgroups, 0, NULL);
+	}
+	reg.active = false;
+}
+
+struct sfs_cred_key sfs_creds_key(void)
+{
+	struct sfs_cred_key k = {tc.uid, tc.gid, 1469598103934665603ull};
+
+	for (int i = 0; tc.uid != 0 && i < tc.ngroups; i++)
+		k.groups = (k.groups ^ tc.groups[i]) * 1099511628211ull;
+	return k;
+}
+
 static bool caller_in_group(gid_t gid)
 {
 	if (gid == tc.gid)

@@ -6,17 +6,36 @@
 #include <stddef.h>
 #include <fuse_lowlevel.h>
 #include <linux/fuse.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
-/* Newer than Debian 12's <linux/fuse.h> (protocol 7.39). */
+/* Newer than Debian 12's <linux/fuse.h> (protocol 7.38): 7.39 and 7.40. */
 #ifndef FUSE_DIRECT_IO_ALLOW_MMAP
 #define FUSE_DIRECT_IO_ALLOW_MMAP (1ULL << 36)
 #endif
+#ifndef FUSE_PASSTHROUGH
+#define FUSE_PASSTHROUGH (1ULL << 37)
+#define FOPEN_PASSTHROUGH (1u << 7)
+struct fuse_backing_map {
+	int32_t fd;
+	uint32_t flags;
+	uint64_t padding;
+};
+#define FUSE_DEV_IOC_BACKING_OPEN _IOW(FUSE_DEV_IOC_MAGIC, 1, struct fuse_backing_map)
+#define FUSE_DEV_IOC_BACKING_CLOSE _IOW(FUSE_DEV_IOC_MAGIC, 2, uint32_t)
+#endif
+/* In 7.40 the u32 after flags2 is max_stack_depth, and the open reply's padding backing_id. */
+#define INIT_OUT_MAX_STACK_DEPTH offsetof(struct fuse_init_out, unused)
+#define OPEN_OUT_BACKING_ID offsetof(struct fuse_open_out, padding)
 
 /* What the INIT reply asks for beyond libfuse, where offered (see fuse_io.h). */
 static const uint64_t added_flags = FUSE_HANDLE_KILLPRIV_V2 | FUSE_DIRECT_IO_ALLOW_MMAP;
+
+/* The backing id the next OPEN or CREATE reply of this thread hands over, 0 for none. */
+static __thread int reply_backing;
 
 static ssize_t io_read(int fd, void *buf, size_t len, void *view)
 {
@@ -38,6 +57,31 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *view)
 	return n;
 }
 
+/* An OPEN reply (fuse_open_out) or a CREATE reply (fuse_entry_out, then fuse_open_out) that
+ * hands the armed backing id over: FOPEN_PASSTHROUGH, and none of the page-cache flags the
+ * kernel refuses beside it (KEEP_CACHE fails the open with EIO). Any other reply, an error
+ * included, goes as it is; the thread is disarmed either way. */
+static ssize_t write_open_reply(int fd, struct iovec *iov, int count)
+{
+	const struct fuse_out_header *out = iov[0].iov_base;
+	char arg[sizeof(struct fuse_entry_out) + sizeof(struct fuse_open_out)];
+	int id = reply_backing;
+
+	reply_backing = 0;
+	if (count != 2 || out->error != 0 ||
+	    (iov[1].iov_len != sizeof(struct fuse_open_out) && iov[1].iov_len != sizeof(arg)))
+		return writev(fd, iov, count);
+	memcpy(arg, iov[1].iov_base, iov[1].iov_len);
+
+	struct fuse_open_out *o = (void *)(arg + iov[1].iov_len - sizeof(*o));
+	struct iovec patched[2] = {iov[0], {arg, iov[1].iov_len}};
+
+	o->open_flags &= ~(FOPEN_KEEP_CACHE | FOPEN_DIRECT_IO | FOPEN_CACHE_DIR);
+	o->open_flags |= FOPEN_PASSTHROUGH;
+	memcpy((char *)o + OPEN_OUT_BACKING_ID, &id, sizeof(id));
+	return writev(fd, patched, 2);
+}
+
 /* The INIT reply: header, then fuse_init_out. Only a successful reply of the protocol this
  * kernel speaks (7.x) is changed, and only by adding flags the kernel offered. */
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *view)
@@ -56,6 +100,9 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *view)
 
 		atomic_store(&io->init_unique, 0);
 		memcpy(&init, iov[1].iov_base, iov[1].iov_len);
+		if (io->want_passthrough && !(init.flags & FUSE_WRITEBACK_CACHE) &&
+		    iov[1].iov_len >= INIT_OUT_MAX_STACK_DEPTH + 4)
+			add |= atomic_load(&io->offered) & FUSE_PASSTHROUGH;
 		if (add >> 32 && iov[1].iov_len < offsetof(struct fuse_init_out, flags2) + 4)
 			add &= 0xffffffffu; /* a reply too short to carry flags2 */
 		if (init.major == FUSE_KERNEL_VERSION && add) {
@@ -64,9 +111,18 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *view)
 				init.flags |= FUSE_INIT_EXT;
 				init.flags2 |= (uint32_t)(add >> 32);
 			}
-			return writev(fd, patched, 2);
+			if (add & FUSE_PASSTHROUGH) {
+				/* the backing files are ext4's, which stacks on nothing */
+				uint32_t depth = 1;
+				memcpy((char *)&init + INIT_OUT_MAX_STACK_DEPTH, &depth, sizeof(depth));
+			}
+			ssize_t n = writev(fd, patched, 2);
+			atomic_store(&io->passthrough, n >= 0 && (add & FUSE_PASSTHROUGH));
+			return n;
 		}
 	}
+	if (reply_backing)
+		return write_open_reply(fd, iov, count);
 	return writev(fd, iov, count);
 }
 
@@ -93,7 +149,29 @@ int sfs_fuse_io_attach(struct fuse_session *se, struct sfs_fuse_io *io, int fd)
 		.splice_send = io_splice_send,
 	};
 
+	io->fd = fd;
 	atomic_store(&io->init_unique, 0);
 	atomic_store(&io->offered, 0);
+	atomic_store(&io->passthrough, false);
 	return fuse_session_custom_io(se, &ops, fd);
+}
+
+int sfs_fuse_io_backing_open(struct sfs_fuse_io *io, int fd)
+{
+	struct fuse_backing_map map = {.fd = fd};
+	int id = ioctl(io->fd, FUSE_DEV_IOC_BACKING_OPEN, &map);
+
+	return id < 0 ? -errno : id == 0 ? -EIO : id;
+}
+
+void sfs_fuse_io_backing_close(struct sfs_fuse_io *io, int id)
+{
+	uint32_t u = id;
+
+	ioctl(io->fd, FUSE_DEV_IOC_BACKING_CLOSE, &u);
+}
+
+void sfs_fuse_io_reply_backing(int id)
+{
+	reply_backing = id;
 }

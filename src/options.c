@@ -275,6 +275,8 @@ static const struct opt_def table[] = {
 	VALUE("minixdf", df, SFS_DF_MINIX),
 	DEF("subdir", ARG_REQUIRED, set_subdir, .data = 0),
 	CHOICE("cache", cache, cache_choices),
+	BOOL("passthrough", no_passthrough, 0),
+	BOOL("nopassthrough", no_passthrough, 1),
 	CHOICE("share", share, share_choices),
 	BOOL("remount", remount, 1),
 	FLAG("nosuid", MS_NOSUID),
@@ -491,7 +493,8 @@ int sfs_opts_parse(const char *optstr, struct sfs_opts *o, char *err, size_t err
 	return rc;
 }
 
-/* What a live view cannot change: its FUSE connection was negotiated for acl and cache,
+/* What a live view cannot change: its FUSE connection was negotiated for acl, cache and
+ * passthrough,
  * and its root and backing are fixed. */
 static int unchangeable(const struct sfs_opts *cur, const struct sfs_opts *o, char *err,
                         size_t errlen)
@@ -504,6 +507,8 @@ static int unchangeable(const struct sfs_opts *cur, const struct sfs_opts *o, ch
 		what = "subdir";
 	else if (o->cache != cur->cache)
 		what = o->cache == SFS_CACHE_WRITEBACK ? "cache=writeback" : "cache=strict";
+	else if (o->no_passthrough != cur->no_passthrough)
+		what = o->no_passthrough ? "nopassthrough" : "passthrough";
 	else if (o->casefold != cur->casefold)
 		what = o->casefold == SFS_CASEFOLD_OFF ? "nocasefold" : "casefold";
 	else if (o->share != cur->share)
@@ -582,6 +587,8 @@ char *sfs_opts_format(const struct sfs_opts *o, char *buf, size_t len)
 	}
 	if (o->cache == SFS_CACHE_WRITEBACK)
 		sfs_list_append(buf, len, "cache=writeback");
+	if (o->no_passthrough)
+		sfs_list_append(buf, len, "nopassthrough");
 	if (o->share == SFS_SHARE_EXISTING)
 		sfs_list_append(buf, len, "share=existing");
 	if (o->usrquota || o->grpquota)

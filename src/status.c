@@ -21,6 +21,20 @@ static json_object *split_list(const char *list)
 	return a;
 }
 
+/* Where the view's open files' data goes, and why not to the kernel's passthrough. */
+static json_object *data_path_json(struct sfs_view *v)
+{
+	json_object *o = json_object_new_object();
+	const char *off = sfs_pt_off_reason(v);
+
+	json_object_object_add(o, "passthrough", json_object_new_boolean(!off));
+	if (off)
+		json_object_object_add(o, "why_not", json_object_new_string(off));
+	json_object_object_add(o, "backing_files",
+	                       json_object_new_int(atomic_load(&v->pt.backing_files)));
+	return o;
+}
+
 static json_object *view_json(const struct sfs_view *v)
 {
 	json_object *o = json_object_new_object(), *opts = json_object_new_object();
@@ -49,6 +63,7 @@ static json_object *view_json(const struct sfs_view *v)
 	json_object_object_add(opts, "mount_flags", split_list(v->opts.flag_names));
 	json_object_object_add(o, "options", opts);
 	json_object_object_add(o, "open_files", json_object_new_int(atomic_load(&v->open_files)));
+	json_object_object_add(o, "data_path", data_path_json((struct sfs_view *)v));
 	json_object_object_add(o, "requests", json_object_new_uint64(atomic_load(&v->requests)));
 	/* as readlink /proc/PID/ns/mnt names it, so a container manager can find its views */
 	snprintf(ns, sizeof(ns), "mnt:[%llu]", (unsigned long long)v->ns_ino);

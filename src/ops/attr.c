@@ -17,17 +17,26 @@
 
 void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	struct sfs_node *node = NULL;
 	struct held *h;
 	struct stat st;
 	struct req q;
-	int rc;
+	int fd = -1, rc;
 
 	req_start(&q, req);
-	if (fi)
-		rc = fstat(file_of(fi)->fd, &st) < 0 ? -errno : 0;
-	else if (!(rc = req_hold(&q, ino, &h)))
-		rc = stat_fd(h->fd, &st);
-	req_reply_attr(&q, rc, &st, q.r.view->attr_timeout);
+	if (fi) {
+		fd = file_of(fi)->fd;
+		node = file_of(fi)->node;
+		rc = fstat(fd, &st) < 0 ? -errno : 0;
+	} else if (!(rc = req_hold(&q, ino, &h))) {
+		fd = h->fd;
+		node = h->node;
+		rc = stat_fd(fd, &st);
+	}
+	/* a passthrough writer's allocations reach the ledger when the daemon sees them */
+	if (!rc && node && atomic_load(&node->pt_writers))
+		sfs_quota_sync(req_ledger(&q), node, NULL, fd);
+	req_reply_attr(&q, rc, &st, attr_timeout_of(q.r.view, node));
 }
 
 /* A mode change whose only effect is clearing set-id bits is what a kernel that did not take
@@ -181,7 +190,7 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
 		else
 			sfs_coh_attr(q.r.view, h->node);
 	}
-	req_reply_attr(&q, rc, &st, notice ? 0 : q.r.view->attr_timeout);
+	req_reply_attr(&q, rc, &st, notice ? 0 : attr_timeout_of(q.r.view, h ? h->node : NULL));
 }
 
 void op_statfs(fuse_req_t req, fuse_ino_t ino)

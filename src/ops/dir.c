@@ -24,7 +24,7 @@ static void fill_entry(struct sfs_view *v, struct sfs_node *n, const struct stat
 	memset(e, 0, sizeof(*e));
 	e->ino = sfs_ino_of(v, n);
 	e->attr = *st;
-	e->attr_timeout = v->attr_timeout;
+	e->attr_timeout = attr_timeout_of(v, n);
 	e->entry_timeout = v->entry_timeout;
 }
 

@@ -35,27 +35,40 @@ static bool pin_node(struct sfs_view *v, struct sfs_node *node, int fd)
 	return sfs_fd_get(&v->svc->fdc, node) >= 0;
 }
 
-/* How the view's kernel caches what the open file reads (policy.h, open_cache). */
-static void set_file_cache(struct sfs_view *v, const struct stat *st, struct fuse_file_info *fi)
+/* How the view's kernel caches what a daemon-path open reads (policy.h, open_cache). A file
+ * that another view writes by passthrough changes unseen: read around the page cache. */
+static void set_file_cache(struct sfs_view *v, struct sfs_node *node, const struct stat *st,
+                           struct fuse_file_info *fi)
 {
 	enum sfs_cache_use use = sfs_policy_open_cache(v, st);
 
+	if (node && atomic_load(&node->pt_writers))
+		use = SFS_CACHE_NONE;
 	fi->keep_cache = v->keep_cache && use == SFS_CACHE_KEEP;
 	fi->direct_io = use == SFS_CACHE_NONE && (fi->flags & O_ACCMODE) != O_WRONLY;
 }
 
-/* A new open file of the view for backing descriptor fd (taken over), into fi. */
+/* A new open file of the view for backing descriptor fd (taken over), into fi: handed to the
+ * kernel's passthrough where the view has it, else served by the daemon. As the caller. */
 static int new_file(struct sfs_view *v, struct sfs_node *node, int fd, const struct stat *st,
                     struct fuse_file_info *fi)
 {
 	struct sfs_file *f = malloc(sizeof(*f));
 	int flags = fcntl(fd, F_GETFL);
+	bool writes = (flags & O_ACCMODE) != O_RDONLY;
+	int backing = node ? pt_open(v, node, fd, writes) : 0;
 
-	if (!f) {
+	if (!f || backing < 0) {
+		if (f && backing > 0)
+			pt_release(v, node, writes);
+		free(f);
 		close(fd);
-		return -ENOMEM;
+		return backing < 0 ? backing : -ENOMEM;
 	}
 	f->fd = fd;
+	f->backing = backing;
+	f->node = node;
+	f->writes = writes;
 	f->pinned = pin_node(v, node, fd) ? node : NULL;
 	f->direct = flags & O_DIRECT;
 	f->needs_twin = (flags & (O_DIRECT | O_APPEND)) && (flags & O_ACCMODE) != O_RDONLY;
@@ -65,7 +78,10 @@ static int new_file(struct sfs_view *v, struct sfs_node *node, int fd, const str
 	sfs_list_add(&f->link, &v->files);
 	pthread_mutex_unlock(&v->files_lock);
 	fi->fh = (uintptr_t)f;
-	set_file_cache(v, st, fi);
+	fi->keep_cache = fi->direct_io = 0;
+	if (!backing)
+		set_file_cache(v, node, st, fi);
+	f->cached = !fi->direct_io;
 	atomic_fetch_add(&v->open_files, 1);
 	return 0;
 }
@@ -76,6 +92,8 @@ static void drop_file(struct sfs_view *v, struct sfs_file *f)
 	pthread_mutex_lock(&v->files_lock);
 	sfs_list_del(&f->link);
 	pthread_mutex_unlock(&v->files_lock);
+	if (f->backing)
+		pt_release(v, f->node, f->writes);
 	if (f->pinned)
 		sfs_fd_put(&v->svc->fdc, f->pinned);
 	if (atomic_load(&f->twin) >= 0)
@@ -226,6 +244,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	if (!rc) {
 		rc = new_file(q.r.view, node, fd, &e.attr, fi);
 		fd = -1; /* the open file has it, or it is closed */
+		e.attr_timeout = attr_timeout_of(q.r.view, node);
 	}
 out:
 	if (rc && fd >= 0)
@@ -255,6 +274,10 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
 		n = -errno;
 	} else {
 		atime_moved(q.r.view, sfs_node_of(q.r.view, ino), f->fd, &f->atime);
+		/* pages this read fills may be changed by another view's passthrough writer
+		 * unseen: they go again once the read is answered (it holds them locked) */
+		if (f->cached && f->node && atomic_load(&f->node->pt_writers))
+			sfs_coh_own_data_later(q.r.view, f->node, off, n);
 	}
 	req_reply_buf(&q, n < 0 ? n : 0, buf, n < 0 ? 0 : n);
 	free(buf);
@@ -353,9 +376,14 @@ void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct req q;
 
+	struct sfs_file *f = file_of(fi);
+
 	(void)ino;
 	req_start(&q, req);
-	drop_file(q.r.view, file_of(fi));
+	/* what a passthrough writer allocated, the ledger has not seen yet */
+	if (f->backing && f->writes)
+		sfs_quota_sync(req_ledger(&q), f->node, NULL, f->fd);
+	drop_file(q.r.view, f);
 	req_reply_err(&q, 0);
 }
 

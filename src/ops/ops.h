@@ -114,6 +114,17 @@ int open_node(struct sfs_req *r, struct held *h, int flags, struct stat *st);
 long long first_atime(const struct sfs_view *v, const struct stat *st);
 void atime_moved(struct sfs_view *v, struct sfs_node *n, int fd, atomic_llong *seen);
 
+/* ---- passthrough.c: kernel passthrough of open files (passthrough.h) ------------------- */
+
+/* The backing id an open of n (a regular file open as fd, for writing or not) is handed: > 0,
+ * 0 for the daemon path, or -errno to refuse the open. */
+int pt_open(struct sfs_view *v, struct sfs_node *n, int fd, bool writes);
+/* The end of an open that pt_open gave an id. */
+void pt_release(struct sfs_view *v, struct sfs_node *n, bool writes);
+/* The attribute timeout of n in v's replies: none while a passthrough writer may change it
+ * unseen. */
+double attr_timeout_of(const struct sfs_view *v, const struct sfs_node *n);
+
 /* ---- file.c: the view's open files ----------------------------------------------------- */
 
 struct sfs_file {
@@ -130,6 +141,12 @@ struct sfs_file {
 	bool needs_twin;
 	atomic_int twin;
 	atomic_llong atime; /* see atime_moved */
+	bool cached;        /* the view's kernel may keep pages it read (no FOPEN_DIRECT_IO) */
+	/* Kernel passthrough: the backing id the open was handed (0: the daemon path), the
+	 * node, and whether it writes (pt_release). */
+	int backing;
+	struct sfs_node *node;
+	bool writes;
 	struct sfs_list link; /* on the view's open files, under files_lock */
 };
 

@@ -2,6 +2,8 @@
  * holds, reserves and owes the other views, settled in one place before it answers. */
 #include "ops.h"
 
+#include "fuse_io.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -144,6 +146,7 @@ int req_reply_create(struct req *q, int rc, const struct fuse_entry_param *e,
 		return rc;
 	}
 	settle(q);
+	sfs_fuse_io_reply_backing(file_of(fi)->backing);
 	return fuse_reply_create(q->r.req, e, fi);
 }
 
@@ -154,6 +157,7 @@ int req_reply_open(struct req *q, int rc, const struct fuse_file_info *fi)
 		return rc;
 	}
 	settle(q);
+	sfs_fuse_io_reply_backing(file_of(fi)->backing);
 	return fuse_reply_open(q->r.req, fi);
 }
 

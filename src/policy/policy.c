@@ -113,6 +113,12 @@ bool sfs_policy_limits(const struct sfs_view *v)
 	return false;
 }
 
+const char *sfs_policy_no_passthrough(const struct sfs_view *v)
+{
+	EACH(p) if ((*p)->no_passthrough && (*p)->no_passthrough(v)) return (*p)->no_passthrough(v);
+	return NULL;
+}
+
 int sfs_policy_resolve(const struct sfs_view *v, const struct sfs_node *dir, int dirfd,
                        const char *name, char *out, size_t outlen)
 {

@@ -110,9 +110,17 @@ static void quota_statfs(const struct sfs_req *r, struct statvfs *st)
 	}
 }
 
+/* Every write that can allocate must be priced before it is done: no write may bypass the
+ * daemon. */
+static const char *quota_no_passthrough(const struct sfs_view *v)
+{
+	return quota_limits(v) ? "quota limits are enforced" : NULL;
+}
+
 const struct sfs_policy sfs_policy_quota = {
 	.name = "quota",
 	.limits = quota_limits,
+	.no_passthrough = quota_no_passthrough,
 	.charge = quota_charge,
 	.within = quota_within,
 	.statfs = quota_statfs,

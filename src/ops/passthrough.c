@@ -1,0 +1,169 @@
+/* Kernel passthrough of open files (see passthrough.h): which backing file an open gets, and
+ * what the other views must be told while one is open for writing. */
+#include "ops.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+
+#include "coherence.h"
+#include "fuse_io.h"
+#include "passthrough.h"
+#include "services.h"
+
+void sfs_pt_init(struct sfs_view *v)
+{
+	pthread_mutex_init(&v->pt.lock, NULL);
+	atomic_init(&v->pt.off, sfs_policy_no_passthrough(v));
+	atomic_init(&v->pt.backing_files, 0);
+	v->fuse_io.want_passthrough = !atomic_load(&v->pt.off);
+}
+
+const char *sfs_pt_off_reason(struct sfs_view *v)
+{
+	const char *off = atomic_load(&v->pt.off);
+
+	if (off)
+		return off;
+	return atomic_load(&v->fuse_io.passthrough) ? NULL : "the kernel did not offer it";
+}
+
+static struct sfs_pt_entry **slot_of(struct sfs_passthrough *pt, const struct sfs_node *n)
+{
+	struct sfs_pt_entry **e = &pt->buckets[((uintptr_t)n >> 6) % SFS_PT_BUCKETS];
+
+	while (*e && (*e)->node != n)
+		e = &(*e)->next;
+	return e;
+}
+
+static bool same_key(struct sfs_cred_key a, struct sfs_cred_key b)
+{
+	return a.uid == b.uid && a.gid == b.gid && a.groups == b.groups;
+}
+
+/* A new backing file for n, open as fd, with the credentials its I/O will run with: the
+ * caller's for a writer, nobody's for a reader. Off for the view after any failure. */
+static struct sfs_pt_entry *register_backing(struct sfs_view *v, const struct sfs_node *n,
+                                             int fd, bool writes)
+{
+	struct sfs_pt_entry *e = calloc(1, sizeof(*e));
+	int id = e ? sfs_creds_backing_begin(writes) : -ENOMEM;
+
+	if (e && !id) {
+		id = sfs_fuse_io_backing_open(&v->fuse_io, fd);
+		sfs_creds_backing_end();
+	}
+	if (id <= 0) {
+		free(e);
+		snprintf(v->pt.error, sizeof(v->pt.error), "the kernel refused a backing file: %s",
+		         strerror(-id));
+		atomic_store(&v->pt.off, v->pt.error);
+		syslog(LOG_WARNING, "%s: view at %s: %s; its files take the daemon path from now on",
+		       v->source, v->mountpoint, v->pt.error);
+		return NULL;
+	}
+	e->node = n;
+	e->id = id;
+	e->nobody = !writes;
+	e->moves_atime = first_atime(v, &(struct stat){0}) != NO_ATIME;
+	e->key = sfs_creds_key();
+	atomic_fetch_add(&v->pt.backing_files, 1);
+	return e;
+}
+
+/* The kernel's one backing file per inode is shared by every open of the node in this view,
+ * and its I/O runs with the credentials of whoever registered it. A reader registers as
+ * nobody, so anyone may share it. A writer shares another writer's only where that takes no
+ * privilege the newcomer lacks: the same caller, or root (who has every privilege, so at worst
+ * gets less). Anything else would let one user's writes run with another's identity (set-id
+ * bits kept, reserved blocks used): the open is refused with EBUSY while the other is open. */
+int pt_open(struct sfs_view *v, struct sfs_node *n, int fd, bool writes)
+{
+	struct sfs_cred_key me = sfs_creds_key();
+	struct sfs_pt_entry **slot, *e;
+	bool first_writer = false, first_reader = false;
+	int id;
+
+	if (sfs_pt_off_reason(v) || !S_ISREG(n->type))
+		return 0;
+	pthread_mutex_lock(&v->pt.lock);
+	slot = slot_of(&v->pt, n);
+	if ((e = *slot) && writes && !e->nobody && !same_key(e->key, me) && me.uid != 0) {
+		pthread_mutex_unlock(&v->pt.lock);
+		return -EBUSY;
+	}
+	if (!e && (e = register_backing(v, n, fd, writes)))
+		*slot = e;
+	if (!e) {
+		pthread_mutex_unlock(&v->pt.lock);
+		return 0;
+	}
+	e->opens++;
+	if (writes) {
+		e->writers++;
+		first_writer = atomic_fetch_add(&n->pt_writers, 1) == 0;
+	}
+	if (e->moves_atime)
+		first_reader = atomic_fetch_add(&n->pt_atime_opens, 1) == 0;
+	id = e->id;
+	pthread_mutex_unlock(&v->pt.lock);
+	/* the other views' cached pages and attributes are now this open's to change unseen */
+	if (first_writer)
+		sfs_coh_data(v, n, 0, 0);
+	else if (first_reader)
+		sfs_coh_attr(v, n);
+	return id;
+}
+
+void pt_release(struct sfs_view *v, struct sfs_node *n, bool writes)
+{
+	struct sfs_pt_entry **slot, *e;
+	bool last_writer = false;
+
+	pthread_mutex_lock(&v->pt.lock);
+	slot = slot_of(&v->pt, n);
+	if ((e = *slot)) {
+		if (writes) {
+			e->writers--;
+			last_writer = atomic_fetch_sub(&n->pt_writers, 1) == 1;
+		}
+		if (e->moves_atime)
+			atomic_fetch_sub(&n->pt_atime_opens, 1);
+		if (--e->opens == 0) {
+			*slot = e->next;
+			if (v->se) /* else the connection, and the id with it, is gone */
+				sfs_fuse_io_backing_close(&v->fuse_io, e->id);
+			atomic_fetch_sub(&v->pt.backing_files, 1);
+			free(e);
+		}
+	}
+	pthread_mutex_unlock(&v->pt.lock);
+	if (last_writer)
+		sfs_coh_data(v, n, 0, 0);
+}
+
+/* The view's own passthrough opens need no help: its kernel drops what a passthrough write or
+ * read changes (size, times) itself. Those of other views do. */
+double attr_timeout_of(const struct sfs_view *v, const struct sfs_node *n)
+{
+	int writers, atime_opens;
+	struct sfs_passthrough *pt = (struct sfs_passthrough *)&v->pt;
+	struct sfs_pt_entry *e;
+
+	if (!n)
+		return v->attr_timeout;
+	writers = atomic_load(&n->pt_writers);
+	atime_opens = atomic_load(&n->pt_atime_opens);
+	if (!writers && !atime_opens)
+		return v->attr_timeout;
+	pthread_mutex_lock(&pt->lock);
+	if ((e = *slot_of(pt, n))) {
+		writers -= e->writers;
+		atime_opens -= e->moves_atime ? e->opens : 0;
+	}
+	pthread_mutex_unlock(&pt->lock);
+	return writers > 0 || atime_opens > 0 ? 0 : v->attr_timeout;
+}

@@ -1,0 +1,221 @@
+#!/bin/bash
+# Kernel passthrough (contract §4.4): a view's open files read, write and map the backing file
+# itself, with the caller's credentials, while every other view of the source, passthrough or
+# not, sees the writer's bytes and size at once; views that must see every write (quota
+# limits, nopassthrough, cache=writeback) say why they do not use it. Compared with native
+# ext4 where a user could tell the difference.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+data_path() { # MOUNTPOINT FIELD: .data_path.FIELD of the view in status
+	view_json "$1" | jq -r ".data_path.$2"
+}
+
+test_passthrough_in_effect_and_why_not() {
+	new_source pt
+	view acl "$LOOP" "$T_DIR/a"
+	view nopassthrough "$LOOP" "$T_DIR/n"
+	view usrquota "$LOOP" "$T_DIR/q"
+	assert_eq true "$(data_path "$T_DIR/a" passthrough)" "acl view: passthrough by default"
+	assert_eq null "$(data_path "$T_DIR/a" why_not)" "acl view: no reason given"
+	assert_eq false "$(data_path "$T_DIR/n" passthrough)" "nopassthrough view: off"
+	assert_eq nopassthrough "$(data_path "$T_DIR/n" why_not)" "nopassthrough view: the option named"
+	assert_eq "quota limits are enforced" "$(data_path "$T_DIR/q" why_not)" "quota view: why"
+	assert_contains "$(view_field "$T_DIR/n" .effective)" nopassthrough "effective options"
+
+	new_source wb
+	view cache=writeback "$LOOP" "$T_DIR/w"
+	assert_eq cache=writeback "$(data_path "$T_DIR/w" why_not)" "writeback view: why"
+	assert_refused "nopassthrough: cannot change on a live view" \
+		"$STRICTFS" mount -o remount,nopassthrough "$LOOP" "$T_DIR/w"
+}
+
+# The data of an open file goes to the backing without the daemon: a 64 MiB read costs the
+# view a handful of requests (open, getattr, release), not one per 128 KiB; the backing file
+# is counted while open and given back at close.
+test_passthrough_reads_do_not_reach_the_daemon() {
+	new_source pt
+	view acl "$LOOP" "$T_DIR/a"
+	view nopassthrough "$LOOP" "$T_DIR/n"
+	dd if=/dev/urandom of="$T_DIR/a/f" bs=1M count=64 status=none
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	local before after
+	before=$(view_field "$T_DIR/a" .requests)
+	exec 7<"$T_DIR/a/f"
+	assert_eq 1 "$(data_path "$T_DIR/a" backing_files)" "one backing file while the file is open"
+	cat <&7 >/dev/null
+	exec 7<&-
+	after=$(view_field "$T_DIR/a" .requests)
+	assert_lt $((after - before)) 20 "passthrough view: requests for a 64 MiB read"
+	wait_until 5 test "$(data_path "$T_DIR/a" backing_files)" = 0 ||
+		fail "the backing file is given back at close"
+	before=$(view_field "$T_DIR/n" .requests)
+	cat "$T_DIR/n/f" >/dev/null
+	after=$(view_field "$T_DIR/n" .requests)
+	assert_gt $((after - before)) 100 "nopassthrough view: the daemon serves the data"
+	assert_eq "$(md5sum <"$T_DIR/a/f")" "$(md5sum <"$T_DIR/n/f")" "the same bytes both ways"
+}
+
+# A writer; readers in other views see each write's bytes and the new size at once, through
+# read() and, where the reader's path is not marked "nomap:", through a map taken before the
+# writes; one marked "stat:" only stats (its view then has no read of its own that would
+# refresh its attributes). MODE "map" writes every other step through the writer's own map.
+COHERENT='import mmap, os, sys
+mode, w, readers = sys.argv[1], sys.argv[2], sys.argv[3:]
+fd = os.open(w, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+size = 8192
+os.write(fd, b"a" * size)
+maps = {}
+for r in readers:
+    if not r.startswith(("nomap:", "stat:")):
+        maps[r] = mmap.mmap(os.open(r, os.O_RDONLY), 8192, prot=mmap.PROT_READ)
+wm = mmap.mmap(fd, 8192) if mode == "map" else None
+bad = []
+for step in range(40):
+    want = bytes([97 + step % 26]) * 100
+    off = (step * 199) % 8000
+    if wm and step % 2 == 0:
+        wm[off:off + 100] = want
+    else:
+        os.pwrite(fd, want, off)
+    os.pwrite(fd, b"z" * 10, size)
+    size += 10
+    for r in readers:
+        p = r.split(":", 1)[-1]
+        st = os.stat(p).st_size
+        if st != size:
+            bad.append("%s step %d: size %d, the writer has %d" % (p, step, st, size))
+        if r.startswith("stat:"):
+            continue
+        with open(p, "rb") as f:
+            f.seek(off)
+            got = f.read(100)
+        if got != want:
+            bad.append("%s step %d: read() shows old bytes" % (p, step))
+        if r in maps and maps[r][off:off + 100] != want:
+            bad.append("%s step %d: the map shows old bytes" % (p, step))
+print("\n".join(bad[:6]) if bad else "coherent")'
+
+# The daemon-path reader reads around its page cache while a passthrough writer is open, but
+# what it maps is its kernel's page cache, which the daemon cannot refresh on writes it never
+# sees: its map is left out (doc/design.md, "Passthrough").
+test_passthrough_writer_seen_at_once_by_every_view() {
+	new_source pt
+	view acl "$LOOP" "$T_DIR/w"
+	view acl "$LOOP" "$T_DIR/a"
+	view noacl "$LOOP" "$T_DIR/n"
+	view casefold "$LOOP" "$T_DIR/c"
+	view nopassthrough "$LOOP" "$T_DIR/d"
+	view acl "$LOOP" "$T_DIR/s"
+	: >"$T_DIR/w/F"
+	: >"$T_DIR/w/G"
+	# every reader view has the files' attributes cached before the writer starts
+	stat "$T_DIR"/{a,n,d,w,s}/F "$T_DIR/c/f" "$T_DIR"/{w,c,s}/G >/dev/null
+	assert_eq coherent "$("$PY" -c "$COHERENT" map "$T_DIR/w/F" "$T_DIR/a/F" "$T_DIR/n/F" \
+		"$T_DIR/c/f" "nomap:$T_DIR/d/F" "stat:$T_DIR/s/F" 2>&1)" \
+		"acl, noacl, casefold and daemon-path readers, and a view that only stats"
+	assert_eq coherent "$("$PY" -c "$COHERENT" write "$T_DIR/d/G" "$T_DIR/w/G" "$T_DIR/c/g" \
+		"stat:$T_DIR/s/G" 2>&1)" \
+		"a daemon-path writer, passthrough readers"
+}
+
+# Set-id bits: a non-owner's write clears them, root's keeps them, as native. The backing
+# write runs with the writer's credentials, not the daemon's.
+SETID_CASES='for m in 4777 2777 6777; do
+	cp /bin/true "$1/s$m"; chmod "$m" "$1/s$m"
+done'
+
+setid_after_writes() { # DIR -> the modes after bob's and root's appends
+	local m
+	for m in 4777 2777 6777; do
+		as_user "$SFS_BOB" sh -c "printf x >>'$1/s$m'"
+		printf '%s ' "$(stat -c %a "$1/s$m")"
+		chmod "$m" "$1/s$m"
+		printf y >>"$1/s$m"
+		printf '%s ' "$(stat -c %a "$1/s$m")"
+	done
+}
+
+test_passthrough_setid_bits_as_native() {
+	ensure_users
+	native_ref
+	new_source pt
+	view acl "$LOOP" "$T_DIR/v"
+	sh -c "$SETID_CASES" - "$REF"
+	sh -c "$SETID_CASES" - "$T_DIR/v"
+	local native
+	native=$(setid_after_writes "$REF")
+	assert_eq "777 4777 777 2777 777 6777 " "$native" "native: bob's write clears, root's keeps"
+	assert_eq "$native" "$(setid_after_writes "$T_DIR/v")" "view: as native"
+}
+
+# ext4 keeps 5% of the blocks for root: a user's writes stop where native stops them.
+fill_as_bob() { # DIR -> bytes bob wrote before ENOSPC
+	as_user "$SFS_BOB" dd if=/dev/zero of="$1/bob.fill" bs=1M status=none 2>/dev/null
+	stat -c %s "$1/bob.fill"
+}
+
+test_passthrough_reserved_blocks_as_native() {
+	ensure_users
+	native_ref
+	chmod 1777 "$REF"
+	new_source pt
+	view acl "$LOOP" "$T_DIR/v"
+	chmod 1777 "$T_DIR/v"
+	local n v
+	n=$(fill_as_bob "$REF")
+	v=$(fill_as_bob "$T_DIR/v")
+	assert_gt "$n" $((300 << 20)) "native: bob fills the non-reserved space"
+	assert_lt "$(((v > n ? v - n : n - v) >> 20))" 4 \
+		"view: bob stops where native stops (native $n, view $v bytes)"
+	assert_contains "$(LC_ALL=C dd if=/dev/zero of="$T_DIR/v/root.fill" bs=1M count=8 2>&1)" \
+		"8388608 bytes" "root still writes into the reserved blocks"
+}
+
+# One backing file per inode per view, with its registrant's credentials: another user may
+# not write through root's; a reader shares anyone's; another view is another connection.
+test_passthrough_writer_of_another_user_waits() {
+	ensure_users
+	new_source pt
+	view acl "$LOOP" "$T_DIR/v"
+	view acl "$LOOP" "$T_DIR/o"
+	printf start >"$T_DIR/v/f"
+	chmod 666 "$T_DIR/v/f"
+	exec 7>>"$T_DIR/v/f"
+	assert_fails_with "Device or resource busy" as_user "$SFS_BOB" sh -c "printf b >>'$T_DIR/v/f'"
+	assert_eq start "$(as_user "$SFS_BOB" cat "$T_DIR/v/f")" "bob reads while root writes"
+	assert_ok as_user "$SFS_BOB" sh -c "printf b >>'$T_DIR/o/f'"
+	exec 7>&-
+	assert_ok as_user "$SFS_BOB" sh -c "printf c >>'$T_DIR/v/f'"
+	exec 7<"$T_DIR/v/f"
+	assert_ok as_user "$SFS_BOB" sh -c "printf d >>'$T_DIR/v/f'"
+	exec 7<&-
+	assert_eq startbcd "$(cat "$T_DIR/o/f")" "every write landed"
+}
+
+# What a passthrough writer allocates reaches the quota ledger at fsync, stat and close.
+test_passthrough_usage_settled_in_the_ledger() {
+	ensure_users
+	new_source pt
+	view usrquota "$LOOP" "$T_DIR/q"
+	view acl "$LOOP" "$T_DIR/v"
+	chmod 1777 "$T_DIR/v"
+	local uid
+	uid=$(id -u "$SFS_ALICE")
+	as_user "$SFS_ALICE" dd if=/dev/zero of="$T_DIR/v/a" bs=1M count=8 status=none
+	assert_ok "$STRICTFS" quota check "$LOOP"
+	assert_contains "$(cat "$T_DIR/.out")" "live accounting equals a fresh scan" "after close"
+	local used
+	used=$("$STRICTFS" quota report "$LOOP" --json |
+		jq -r --argjson id "$uid" '.users[] | select(.id == $id) | .bytes.used')
+	assert_eq $((8 << 20)) "$used" "alice's 8 MiB counted"
+	exec 7>>"$T_DIR/v/a"
+	dd if=/dev/zero bs=1M count=4 status=none >&7
+	stat "$T_DIR/v/a" >/dev/null
+	used=$("$STRICTFS" quota report "$LOOP" --json |
+		jq -r --argjson id "$uid" '.users[] | select(.id == $id) | .bytes.used')
+	assert_eq $((12 << 20)) "$used" "an open writer's blocks counted once stat sees them"
+	exec 7>&-
+}
+
+[[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"
