@@ -14,7 +14,7 @@
 #include "list.h"
 #include "fuse_io.h"
 #include "options.h"
-#include "passthrough.h"
+#include "view_passthrough.h"
 
 struct sfs_services;
 

@@ -357,6 +357,7 @@ static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t
 	strcpy(v->mountpoint, mp);
 	strcpy(v->source, src);
 	sfs_view_set_caching(v, !*d->shared_with && d->backing.mode == SFS_SHARE_EXCLUSIVE);
+	sfs_pt_init(v);
 	rc = sfs_view_start(v, req->fds[0]);
 	req->fds[0] = -1;
 	if (rc) {

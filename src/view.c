@@ -59,7 +59,6 @@ int sfs_view_start(struct sfs_view *v, int fuse_fd)
 
 	pthread_mutex_init(&v->files_lock, NULL);
 	sfs_list_init(&v->files);
-	sfs_pt_init(v);
 	v->se = fuse_session_new(&args, &sfs_ops, sizeof(sfs_ops), v);
 	fuse_opt_free_args(&args); /* libfuse copies argv while parsing; the session keeps none */
 	if (!v->se) {

@@ -1,4 +1,4 @@
-/* Kernel passthrough of open files (see passthrough.h): which backing file an open gets, and
+/* Kernel passthrough of open files (see view_passthrough.h): which backing file an open gets, and
  * what the other views must be told while one is open for writing. */
 #include "ops.h"
 
@@ -10,7 +10,7 @@
 
 #include "coherence.h"
 #include "fuse_io.h"
-#include "passthrough.h"
+#include "view_passthrough.h"
 #include "services.h"
 
 void sfs_pt_init(struct sfs_view *v)

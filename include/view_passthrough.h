@@ -2,8 +2,8 @@
  * the backing files a view has registered with its FUSE connection, one per node while the
  * node is open through the view (the kernel allows one backing file per inode at a time), and
  * why a view has no passthrough when it has none. The request path's side is in src/ops/. */
-#ifndef SFS_PASSTHROUGH_H
-#define SFS_PASSTHROUGH_H
+#ifndef SFS_VIEW_PASSTHROUGH_H
+#define SFS_VIEW_PASSTHROUGH_H
 
 #include <pthread.h>
 #include <stdatomic.h>
