@@ -984,8 +984,13 @@ json_object *sfs_quota_status(struct sfs_quota *q)
 	unsigned long long done = atomic_load(&q->scanned), all = atomic_load(&q->expected);
 	double p = s == SFS_SCAN_DONE ? 1.0 : all ? (double)done / (double)all : 0.0;
 
+	char text[32];
+
+	/* spelled by us, not by json-c, whose way of writing doubles differs between releases
+	 * (0.16 writes 1, 0.18 1.0): the schema's number, the same everywhere */
+	snprintf(text, sizeof(text), "%.4g", p > 1.0 ? 1.0 : p);
 	json_object_object_add(o, "scan", json_object_new_string(names[s]));
-	json_object_object_add(o, "progress", json_object_new_double(p > 1.0 ? 1.0 : p));
+	json_object_object_add(o, "progress", json_object_new_double_s(p > 1.0 ? 1.0 : p, text));
 	json_object_object_add(o, "inodes_scanned", json_object_new_int64((int64_t)done));
 	return o;
 }

@@ -46,10 +46,10 @@ test_deb_package_contents() {
 	done
 	assert_eq "" "$(grep -E '^\./(run|var|etc)/' <<<"$list")" "nothing under /run, /var or /etc"
 	deps=$(dpkg-deb -f "$DEB" Depends)
-	for d in libc6 libfuse3-3 libmount1 libblkid1 libjson-c5 libutf8proc2; do
-		assert_contains "$deps" "$d" "Depends: $d"
-	done
-	# every library the binary links directly (NEEDED) comes from a package in Depends
+	assert_contains "$deps" libc6 "Depends: libc6"
+	# every library the binary links directly (NEEDED) comes from a package in Depends,
+	# whatever the release names it (libfuse3-3 on Debian 12, libfuse3-4 on 13): computed
+	# from the shared libraries, not written down
 	local soname lib pkg missing=
 	dpkg-deb --fsys-tarfile "$DEB" | tar -xOf - ./usr/sbin/strictfs >"$T_DIR/bin" || die "extracting"
 	chmod +x "$T_DIR/bin"

@@ -61,7 +61,7 @@ test_quota_accounting_follows_every_operation() {
 	ua=$(id -u "$SFS_ALICE")
 	ub=$(id -u "$SFS_BOB")
 	assert_eq done "$(daemon_field "$Q" .quota.scan)" "status: the start-up scan is done"
-	assert_eq 1 "$(daemon_field "$Q" .quota.progress)" "status: progress 1"
+	assert_eq true "$(daemon_field "$Q" '.quota.progress == 1')" "status: progress 1"
 	as_user "$SFS_ALICE" mkdir "$N/al"
 	A=$N/al
 	as_user "$SFS_ALICE" dd if=/dev/urandom of="$A/dd" bs=64k count=16 status=none
