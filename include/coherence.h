@@ -33,7 +33,8 @@ void sfs_coh_spelling(struct sfs_view *origin, struct sfs_node *parent, const ch
 
 /* The origin view's own cached pages of [off, off+len) of n, dropped at once from the calling
  * handler (a data invalidation takes no lock a request of the view holds while it waits for
- * the daemon; dirty pages in the range are written back by other workers first). */
+ * the daemon; dirty pages in the range are written back by other workers first). off < 0:
+ * its cached attributes only. */
 void sfs_coh_own_data(struct sfs_view *origin, struct sfs_node *n, off_t off, off_t len);
 
 /* The same from the notifier thread, without waiting: for pages the calling handler itself
