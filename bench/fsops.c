@@ -21,6 +21,9 @@
  *                                       case-insensitive targets)
  *   fsops rmbig   DIR N                 unlink the N files (not timed by bench/run's tables)
  *   fsops excl    DEV                   exit 0 if DEV can be opened O_EXCL (nobody holds it)
+ *   fsops roundtrip FILE COUNT          COUNT getxattr(FILE, "user.fsops-none"): the kernel caches
+ *                                       no xattr, so each is one request to the daemon and back,
+ *                                       answered ENODATA (any other answer is a failure)
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -32,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -290,13 +294,26 @@ static int cmd_excl(const char *dev)
 	return 0;
 }
 
+static int cmd_roundtrip(const char *file, long count)
+{
+	char v[16];
+	double t0 = now();
+
+	for (long i = 0; i < count; i++)
+		if (getxattr(file, "user.fsops-none", v, sizeof(v)) >= 0 || errno != ENODATA)
+			die("getxattr", file);
+	printf("%.6f\n", now() - t0);
+	return 0;
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: fsops create|stat|lsl|unlink DIR NDIRS NFILES\n"
 			"       fsops readdir DIR NDIRS NFILES PASSES\n"
 			"       fsops mkbig|rmbig DIR N\n"
 			"       fsops statbig DIR N COUNT SEED exact|rcase\n"
-			"       fsops excl DEV\n");
+			"       fsops excl DEV\n"
+			"       fsops roundtrip FILE COUNT\n");
 	exit(2);
 }
 
@@ -321,6 +338,8 @@ int main(int argc, char **argv)
 		return cmd_mkbig(argv[2], num(argv[3]));
 	if (strcmp(cmd, "rmbig") == 0 && argc == 4)
 		return cmd_rmbig(argv[2], num(argv[3]));
+	if (strcmp(cmd, "roundtrip") == 0 && argc == 4)
+		return cmd_roundtrip(argv[2], num(argv[3]));
 	if (strcmp(cmd, "statbig") == 0 && argc == 7)
 		return cmd_statbig(argv[2], num(argv[3]), num(argv[4]), num(argv[5]), argv[6]);
 	usage();

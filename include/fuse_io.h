@@ -11,16 +11,34 @@
  *   is not negotiated (the kernel ignores it then): an open file's reads, writes and maps go
  *   to a backing file the daemon registered (doc/kernel.md §4.8). The transport also owns the
  *   registration ioctls and marks the one OPEN or CREATE reply that hands a backing id over,
- *   which libfuse 3.14 has no field for. */
+ *   which libfuse 3.14 has no field for.
+ * - FUSE_OVER_IO_URING, where offered (fuse.enable_uring) and the rings could be set up before
+ *   the reply: requests then arrive through per-CPU io_uring queues (fuse_uring.h) and their
+ *   replies go back there; /dev/fuse still carries FORGET, INTERRUPT and notifications. */
 #ifndef SFS_FUSE_IO_H
 #define SFS_FUSE_IO_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+
+/* Why a view's requests do not come through io_uring. */
+enum sfs_uring_state {
+	SFS_URING_PENDING,             /* no INIT yet */
+	SFS_URING_ON,                  /* negotiated; see sfs_fuse_uring_error for the kernel's word */
+	SFS_URING_NOT_OFFERED,         /* the kernel does not offer it (fuse.enable_uring is off) */
+	SFS_URING_SETUP_FAILED,        /* offered, but a ring or thread could not be made: errno */
+};
+
+struct sfs_fuse_uring;
 
 struct sfs_fuse_io {
 	int fd;                        /* the mounted /dev/fuse */
+	struct fuse_session *se;
+	_Atomic(struct sfs_fuse_uring *) uring; /* set with the INIT reply, if negotiated */
+	atomic_int uring_state;        /* enum sfs_uring_state */
+	atomic_int uring_errno;        /* SFS_URING_SETUP_FAILED: why */
 	_Atomic uint64_t init_unique;  /* the INIT request's id, 0 until it has been read */
 	_Atomic uint64_t offered;      /* the INIT flags the kernel offered (flags2 above bit 32) */
 	bool want_passthrough;         /* set before the session starts */
@@ -36,6 +54,15 @@ struct sfs_fuse_io *sfs_view_fuse_io(void *view);
 /* Hands fd (a mounted /dev/fuse) to the session with this transport; io lives as long as
  * the session. Returns 0 or -1 (fd is then not used). */
 int sfs_fuse_io_attach(struct fuse_session *se, struct sfs_fuse_io *io, int fd);
+
+/* Ends what the transport started beside the session (the io_uring entries), once the
+ * connection has ended; before fuse_session_destroy. */
+void sfs_fuse_io_detach(struct sfs_fuse_io *io);
+
+/* How requests reach the view: "io_uring" or "dev_fuse", and in why (when not io_uring) the
+ * reason in a few words. */
+const char *sfs_fuse_io_transport(struct sfs_fuse_io *io, char *why, size_t len);
+unsigned sfs_fuse_io_uring_queues(struct sfs_fuse_io *io);
 
 /* Registers the open file fd as a backing file of the connection, with the calling thread's
  * credentials, which the kernel keeps for every read and write through it: a backing id > 0,

@@ -1,12 +1,14 @@
 /* The view's /dev/fuse transport (see fuse_io.h). */
 #define FUSE_USE_VERSION 314
 #include "fuse_io.h"
+#include "fuse_uring.h"
 
 #include <fcntl.h>
 #include <stddef.h>
 #include <fuse_lowlevel.h>
 #include <linux/fuse.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/uio.h>
@@ -57,6 +59,15 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *view)
 	return n;
 }
 
+/* A reply goes back the way its request came: the serving io_uring entry's, else /dev/fuse
+ * (requests read from it, and notifications). */
+static ssize_t send_reply(int fd, struct iovec *iov, int count)
+{
+	ssize_t n = sfs_fuse_uring_take_reply(iov, count);
+
+	return n == -2 ? writev(fd, iov, count) : n;
+}
+
 /* An OPEN reply (fuse_open_out) or a CREATE reply (fuse_entry_out, then fuse_open_out) that
  * hands the armed backing id over: FOPEN_PASSTHROUGH, and none of the page-cache flags the
  * kernel refuses beside it (KEEP_CACHE fails the open with EIO). Any other reply, an error
@@ -70,7 +81,7 @@ static ssize_t write_open_reply(int fd, struct iovec *iov, int count)
 	reply_backing = 0;
 	if (count != 2 || out->error != 0 ||
 	    (iov[1].iov_len != sizeof(struct fuse_open_out) && iov[1].iov_len != sizeof(arg)))
-		return writev(fd, iov, count);
+		return send_reply(fd, iov, count);
 	memcpy(arg, iov[1].iov_base, iov[1].iov_len);
 
 	struct fuse_open_out *o = (void *)(arg + iov[1].iov_len - sizeof(*o));
@@ -79,11 +90,86 @@ static ssize_t write_open_reply(int fd, struct iovec *iov, int count)
 	o->open_flags &= ~(FOPEN_KEEP_CACHE | FOPEN_DIRECT_IO | FOPEN_CACHE_DIR);
 	o->open_flags |= FOPEN_PASSTHROUGH;
 	memcpy((char *)o + OPEN_OUT_BACKING_ID, &id, sizeof(id));
-	return writev(fd, patched, 2);
+	return send_reply(fd, patched, 2);
+}
+
+/* The payload an io_uring entry must hold for this INIT reply: the kernel's
+ * max(FUSE_MIN_READ_BUFFER, max_write, max_pages pages). */
+static size_t uring_payload(const struct fuse_init_out *init)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t pages = init->flags & FUSE_MAX_PAGES ? init->max_pages : 32;
+	size_t p = 8192;
+
+	if (init->max_write > p)
+		p = init->max_write;
+	return pages * page > p ? pages * page : p;
+}
+
+/* Sets the rings up before the reply asks for io_uring: afterwards the kernel holds every
+ * request until each CPU's queue has an entry, so nothing may fail then. */
+static struct sfs_fuse_uring *uring_for(struct sfs_fuse_io *io, int fd,
+                                        const struct fuse_init_out *init)
+{
+	struct sfs_fuse_uring *u;
+
+	if (!(atomic_load(&io->offered) & SFS_FUSE_OVER_IO_URING)) {
+		atomic_store(&io->uring_state, SFS_URING_NOT_OFFERED);
+		return NULL;
+	}
+	if (!(u = sfs_fuse_uring_prepare(io->se, fd, uring_payload(init)))) {
+		atomic_store(&io->uring_errno, errno);
+		atomic_store(&io->uring_state, SFS_URING_SETUP_FAILED);
+	}
+	return u;
 }
 
 /* The INIT reply: header, then fuse_init_out. Only a successful reply of the protocol this
  * kernel speaks (7.x) is changed, and only by adding flags the kernel offered. */
+static ssize_t write_init_reply(struct sfs_fuse_io *io, int fd, struct iovec *iov)
+{
+	struct fuse_init_out init;
+	struct iovec patched[2] = {iov[0], {&init, iov[1].iov_len}};
+	uint64_t add = atomic_load(&io->offered) & added_flags;
+	bool has_flags2 = iov[1].iov_len >= offsetof(struct fuse_init_out, flags2) + 4;
+	struct sfs_fuse_uring *u = NULL;
+	ssize_t n;
+
+	atomic_store(&io->init_unique, 0);
+	memcpy(&init, iov[1].iov_base, iov[1].iov_len);
+	if (init.major != FUSE_KERNEL_VERSION)
+		return writev(fd, iov, 2);
+	if (io->want_passthrough && !(init.flags & FUSE_WRITEBACK_CACHE) &&
+	    iov[1].iov_len >= INIT_OUT_MAX_STACK_DEPTH + 4)
+		add |= atomic_load(&io->offered) & FUSE_PASSTHROUGH;
+	if (!has_flags2)
+		add &= 0xffffffffu; /* a reply too short to carry flags2 */
+	else if ((u = uring_for(io, fd, &init)))
+		add |= SFS_FUSE_OVER_IO_URING;
+	init.flags |= (uint32_t)add;
+	if (add >> 32) {
+		init.flags |= FUSE_INIT_EXT;
+		init.flags2 |= (uint32_t)(add >> 32);
+	}
+	if (add & FUSE_PASSTHROUGH) {
+		/* the backing files are ext4's, which stacks on nothing */
+		uint32_t depth = 1;
+		memcpy((char *)&init + INIT_OUT_MAX_STACK_DEPTH, &depth, sizeof(depth));
+	}
+	n = writev(fd, patched, 2);
+	atomic_store(&io->passthrough, n >= 0 && (add & FUSE_PASSTHROUGH));
+	if (u && n >= 0) {
+		/* the kernel took the reply, and with it made the connection ready for
+		 * registrations (it answers EAGAIN before) */
+		atomic_store(&io->uring, u);
+		atomic_store(&io->uring_state, SFS_URING_ON);
+		sfs_fuse_uring_start(u);
+	} else {
+		sfs_fuse_uring_destroy(u);
+	}
+	return n;
+}
+
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *view)
 {
 	struct sfs_fuse_io *io = sfs_view_fuse_io(view);
@@ -92,38 +178,11 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *view)
 
 	if (unique && count == 2 && iov[0].iov_len == sizeof(*out) && out->unique == unique &&
 	    out->error == 0 && iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + 4 &&
-	    iov[1].iov_len <= sizeof(struct fuse_init_out)) {
-		struct fuse_init_out init;
-		struct iovec patched[2] = {iov[0], {&init, iov[1].iov_len}};
-
-		uint64_t add = atomic_load(&io->offered) & added_flags;
-
-		atomic_store(&io->init_unique, 0);
-		memcpy(&init, iov[1].iov_base, iov[1].iov_len);
-		if (io->want_passthrough && !(init.flags & FUSE_WRITEBACK_CACHE) &&
-		    iov[1].iov_len >= INIT_OUT_MAX_STACK_DEPTH + 4)
-			add |= atomic_load(&io->offered) & FUSE_PASSTHROUGH;
-		if (add >> 32 && iov[1].iov_len < offsetof(struct fuse_init_out, flags2) + 4)
-			add &= 0xffffffffu; /* a reply too short to carry flags2 */
-		if (init.major == FUSE_KERNEL_VERSION && add) {
-			init.flags |= (uint32_t)add;
-			if (add >> 32) {
-				init.flags |= FUSE_INIT_EXT;
-				init.flags2 |= (uint32_t)(add >> 32);
-			}
-			if (add & FUSE_PASSTHROUGH) {
-				/* the backing files are ext4's, which stacks on nothing */
-				uint32_t depth = 1;
-				memcpy((char *)&init + INIT_OUT_MAX_STACK_DEPTH, &depth, sizeof(depth));
-			}
-			ssize_t n = writev(fd, patched, 2);
-			atomic_store(&io->passthrough, n >= 0 && (add & FUSE_PASSTHROUGH));
-			return n;
-		}
-	}
+	    iov[1].iov_len <= sizeof(struct fuse_init_out))
+		return write_init_reply(io, fd, iov);
 	if (reply_backing)
 		return write_open_reply(fd, iov, count);
-	return writev(fd, iov, count);
+	return send_reply(fd, iov, count);
 }
 
 static ssize_t io_splice_receive(int fdin, off_t *offin, int fdout, off_t *offout, size_t len,
@@ -150,6 +209,10 @@ int sfs_fuse_io_attach(struct fuse_session *se, struct sfs_fuse_io *io, int fd)
 	};
 
 	io->fd = fd;
+	io->se = se;
+	atomic_store(&io->uring, NULL);
+	atomic_store(&io->uring_state, SFS_URING_PENDING);
+	atomic_store(&io->uring_errno, 0);
 	atomic_store(&io->init_unique, 0);
 	atomic_store(&io->offered, 0);
 	atomic_store(&io->passthrough, false);
@@ -174,4 +237,40 @@ void sfs_fuse_io_backing_close(struct sfs_fuse_io *io, int id)
 void sfs_fuse_io_reply_backing(int id)
 {
 	reply_backing = id;
+}
+
+void sfs_fuse_io_detach(struct sfs_fuse_io *io)
+{
+	sfs_fuse_uring_destroy(atomic_exchange(&io->uring, NULL));
+}
+
+const char *sfs_fuse_io_transport(struct sfs_fuse_io *io, char *why, size_t len)
+{
+	struct sfs_fuse_uring *u = atomic_load(&io->uring);
+	int err;
+
+	switch (atomic_load(&io->uring_state)) {
+	case SFS_URING_PENDING:
+		snprintf(why, len, "the kernel has not started the connection yet");
+		break;
+	case SFS_URING_NOT_OFFERED:
+		snprintf(why, len, "the kernel does not offer it (fuse.enable_uring is off)");
+		break;
+	case SFS_URING_SETUP_FAILED:
+		snprintf(why, len, "io_uring set-up failed: %s", strerror(atomic_load(&io->uring_errno)));
+		break;
+	case SFS_URING_ON:
+		if (!u || !(err = sfs_fuse_uring_error(u)))
+			return "io_uring";
+		snprintf(why, len, "the kernel refused the io_uring registration: %s", strerror(err));
+		break;
+	}
+	return "dev_fuse";
+}
+
+unsigned sfs_fuse_io_uring_queues(struct sfs_fuse_io *io)
+{
+	struct sfs_fuse_uring *u = atomic_load(&io->uring);
+
+	return u ? sfs_fuse_uring_queues(u) : 0;
 }

@@ -35,6 +35,22 @@ static json_object *data_path_json(struct sfs_view *v)
 	return o;
 }
 
+/* How the view's requests reach the daemon, and why not through io_uring. */
+static json_object *transport_json(struct sfs_view *v)
+{
+	json_object *o = json_object_new_object();
+	char why[160];
+	const char *kind = sfs_fuse_io_transport(&v->fuse_io, why, sizeof(why));
+
+	json_object_object_add(o, "kind", json_object_new_string(kind));
+	if (strcmp(kind, "io_uring"))
+		json_object_object_add(o, "why_not", json_object_new_string(why));
+	else
+		json_object_object_add(o, "queues",
+		                       json_object_new_int((int)sfs_fuse_io_uring_queues(&v->fuse_io)));
+	return o;
+}
+
 static json_object *view_json(const struct sfs_view *v)
 {
 	json_object *o = json_object_new_object(), *opts = json_object_new_object();
@@ -64,6 +80,7 @@ static json_object *view_json(const struct sfs_view *v)
 	json_object_object_add(o, "options", opts);
 	json_object_object_add(o, "open_files", json_object_new_int(atomic_load(&v->open_files)));
 	json_object_object_add(o, "data_path", data_path_json((struct sfs_view *)v));
+	json_object_object_add(o, "transport", transport_json((struct sfs_view *)v));
 	json_object_object_add(o, "requests", json_object_new_uint64(atomic_load(&v->requests)));
 	/* as readlink /proc/PID/ns/mnt names it, so a container manager can find its views */
 	snprintf(ns, sizeof(ns), "mnt:[%llu]", (unsigned long long)v->ns_ino);

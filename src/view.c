@@ -132,6 +132,7 @@ void sfs_view_finish(struct sfs_view *v)
 	if (v->thread_started)
 		pthread_join(v->thread, NULL);
 	v->thread_started = false;
+	sfs_fuse_io_detach(&v->fuse_io); /* its threads use the session */
 	if (v->se)
 		fuse_session_destroy(v->se);
 	v->se = NULL;

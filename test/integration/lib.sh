@@ -342,13 +342,27 @@ new_source() {
 }
 
 # sfs_mount [strictfs mount args] SOURCE MOUNTPOINT: creates the mountpoint, remembers the daemon.
+# Under test/run --transport, also checks that the view's requests come the way the run asked
+# (SFS_TEST_TRANSPORT): a silent fall back would make the run test the other transport.
 sfs_mount() {
 	local mp=${!#} rc
 	mkdir -p "$mp"
 	"$STRICTFS" mount "$@"
 	rc=$?
 	((rc == 0)) && view_pid "$mp" >/dev/null
+	((rc == 0)) && [[ -n ${SFS_TEST_TRANSPORT:-} ]] && _check_transport "$mp"
 	return "$rc"
+}
+
+_transport_known() { [[ $(view_field "$1" .transport.kind) != "" && $(view_field "$1" .transport.why_not) != "the kernel has not started the connection yet" ]]; }
+
+_check_transport() { # MOUNTPOINT
+	local kind
+	stat "$1" >/dev/null 2>&1 # the kernel's INIT has been answered once a request is
+	wait_until 10 _transport_known "$1"
+	kind=$(view_field "$1" .transport.kind)
+	[[ $kind == "$SFS_TEST_TRANSPORT" ]] ||
+		die "view $1 is served through ${kind:-?} ($(view_field "$1" .transport.why_not)), not $SFS_TEST_TRANSPORT"
 }
 
 # noacl_and_acl_views NAME: a fresh source (IMG, LOOP) with a noacl view A and an acl view B.
@@ -496,8 +510,14 @@ t_begin() {
 	cd / || exit 1
 }
 
+# t_on_exit FUNCTION: FUNCTION runs when the test process exits, however it exits, before the
+# cleanup (to put back a global setting the test changed). The test's exit status is kept.
+T_ON_EXIT=()
+t_on_exit() { T_ON_EXIT+=("$1"); }
+
 _t_exit_trap() {
-	local rc=$?
+	local rc=$? f
+	for f in "${T_ON_EXIT[@]}"; do "$f"; done
 	t_cleanup || rc=1
 	exit "$rc"
 }

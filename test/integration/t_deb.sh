@@ -4,6 +4,8 @@
 # them and the right Depends; installed, its binaries mount a view; purged, nothing is left.
 # dpkg runs in a private mount namespace over throwaway overlays of /usr, /etc and /var, so
 # the machine is left as it was found even if the test is killed half way.
+# transport-independent: what it checks is the package, run once whatever the transport
+
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 meson_version() {
@@ -41,7 +43,8 @@ test_deb_package_contents() {
 	list=$(dpkg -c "$DEB" | awk '{ print $6 }')
 	for f in ./usr/sbin/strictfs ./sbin/mount.strictfs ./sbin/mount.fuse.strictfs \
 		./usr/share/man/man8/strictfs.8.gz ./usr/share/man/man8/mount.strictfs.8.gz \
-		./usr/share/bash-completion/completions/strictfs ./usr/share/doc/strictfs/copyright; do
+		./usr/share/bash-completion/completions/strictfs ./usr/share/doc/strictfs/copyright \
+		./usr/share/doc/strictfs/examples/fuse-uring.conf; do
 		assert_ok grep -qx -- "$f" <<<"$list"
 	done
 	assert_eq "" "$(grep -E '^\./(run|var|etc)/' <<<"$list")" "nothing under /run, /var or /etc"

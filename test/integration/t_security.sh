@@ -31,7 +31,7 @@ probe() {
 # fs.protected_hardlinks on for this test, the old value back in every exit path.
 _hardlinks_on() {
 	SEC_OLD_HARDLINKS=$(sysctl -n fs.protected_hardlinks) || die "reading fs.protected_hardlinks"
-	trap '_hardlinks_restore; _t_exit_trap' EXIT
+	t_on_exit _hardlinks_restore
 	sysctl -q -w fs.protected_hardlinks=1 || die "setting fs.protected_hardlinks"
 }
 

@@ -1,0 +1,51 @@
+/* A view's requests over io_uring (FUSE_OVER_IO_URING, kernel 6.14 and later, where the
+ * administrator turned fuse.enable_uring on): one queue per possible CPU, the kernel hands a
+ * request to an entry of its caller's CPU queue and takes the reply back with the fetch of the
+ * next one, one system call per round trip where /dev/fuse needs a read and a write and a
+ * wake-up of whichever thread waits. Each entry is a thread with its own small io_uring, so a
+ * handler that blocks holds up one entry, never its queue. Requests are still decoded and
+ * answered by libfuse (fuse_session_process_buf); only their path changes. FORGET, INTERRUPT
+ * and notifications keep using /dev/fuse (doc/kernel.md §4.9). */
+#ifndef SFS_FUSE_URING_H
+#define SFS_FUSE_URING_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+/* flags2 bit 9 of the INIT exchange (protocol 7.42), newer than Debian 12's <linux/fuse.h> */
+#define SFS_FUSE_OVER_IO_URING (1ULL << 41)
+
+/* Entries (threads) per queue: enough that one blocked handler does not stall its CPU's
+ * callers, few enough that an idle view costs little. */
+#define SFS_URING_DEPTH 2
+
+struct fuse_session;
+struct sfs_fuse_uring;
+
+/* Sets up, before the INIT reply offers io_uring, everything that could fail: a ring, a
+ * buffer and a waiting thread per entry, for every possible CPU. payload is the kernel's
+ * max(8 KiB, max_write, max_pages pages). NULL with errno set if any of it fails: the reply
+ * must then not ask for io_uring. */
+struct sfs_fuse_uring *sfs_fuse_uring_prepare(struct fuse_session *se, int fuse_fd,
+                                              size_t payload);
+
+/* The INIT reply asking for io_uring has been accepted: the entries register and serve. */
+void sfs_fuse_uring_start(struct sfs_fuse_uring *u);
+
+/* Ends the threads (after the connection has ended, or when the INIT reply was not sent) and
+ * frees everything. NULL is ignored. */
+void sfs_fuse_uring_destroy(struct sfs_fuse_uring *u);
+
+/* Whether every entry registered; 0, or the errno of the first refused registration (the
+ * kernel then serves the connection through /dev/fuse alone). */
+int sfs_fuse_uring_error(const struct sfs_fuse_uring *u);
+unsigned sfs_fuse_uring_queues(const struct sfs_fuse_uring *u);
+
+/* If the calling thread is serving a ring entry and iov is the reply to its request, the
+ * reply is put in the entry (sent with the next fetch): the bytes taken, or -1 with errno
+ * (EMSGSIZE: larger than the entry). -2 when the reply is not this thread's entry's. */
+ssize_t sfs_fuse_uring_take_reply(const struct iovec *iov, int count);
+
+#endif

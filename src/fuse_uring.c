@@ -1,0 +1,365 @@
+/* A view's requests over io_uring (see fuse_uring.h). */
+#define FUSE_USE_VERSION 314
+#include "fuse_uring.h"
+
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <liburing.h>
+#include <linux/fuse.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <syslog.h>
+#include <unistd.h>
+
+/* The kernel's ring layout (uapi <linux/fuse.h> 7.42), newer than Debian 12's headers. An
+ * entry hands the kernel two buffers: this header, and the payload. */
+#define IN_OUT_SIZE 128 /* the request's fuse_in_header, then the reply's fuse_out_header */
+#define OP_IN_SIZE 128  /* the request's first argument, the per-operation header */
+struct ent_in_out {
+	uint64_t flags;
+	uint64_t commit_id;     /* the request's id, handed back with its reply */
+	uint32_t payload_sz;    /* the bytes of the request, then of the reply, in the payload */
+	uint32_t padding;
+	uint64_t reserved;
+};
+struct req_header {
+	char in_out[IN_OUT_SIZE];
+	char op_in[OP_IN_SIZE];
+	struct ent_in_out ent;
+};
+/* In the SQE's command area (which is why the ring needs 128-byte SQEs). */
+struct cmd_req {
+	uint64_t flags;
+	uint64_t commit_id;
+	uint16_t qid;
+	uint8_t padding[6];
+};
+enum { CMD_REGISTER = 1, CMD_COMMIT_AND_FETCH = 2 };
+
+_Static_assert(sizeof(struct req_header) == 288, "the kernel's fuse_uring_req_header");
+_Static_assert(sizeof(struct cmd_req) <= 80, "fits the command area of a 128-byte SQE");
+
+struct entry {
+	struct sfs_fuse_uring *u;
+	uint16_t qid;
+	bool thread_started;
+	pthread_t thread;
+	struct io_uring ring;
+	bool ring_ready;
+	/* One mapping: the header at its start, the payload on the next page, and the request
+	 * reassembled (header, first argument, payload) just before the payload, as libfuse
+	 * decodes it, without copying the payload. */
+	char *region;
+	size_t region_size;
+	struct req_header *hdr;
+	char *payload;
+	struct iovec iov[2];    /* the two buffers REGISTER hands over */
+	uint64_t unique;        /* the request being served */
+	bool replied;
+};
+
+enum go { GO_WAIT, GO_SERVE, GO_END };
+
+struct sfs_fuse_uring {
+	struct fuse_session *se;
+	int fd;
+	size_t payload;
+	unsigned nentries;
+	unsigned queues;
+	pthread_mutex_t lock;
+	pthread_cond_t changed;
+	enum go go;
+	atomic_int error;       /* the first refused registration's errno */
+	struct entry ents[];
+};
+
+/* The entry this thread is serving a request of, for the reply (libfuse replies through the
+ * transport's writev, on the thread that handles the request). */
+static __thread struct entry *serving;
+
+/* The CPUs the kernel makes queues for: every possible one, online or not (a queue without
+ * an entry holds up every request of the connection). */
+static unsigned possible_cpus(void)
+{
+	FILE *f = fopen("/sys/devices/system/cpu/possible", "re");
+	unsigned n = 0, a, b;
+	char sep;
+
+	if (!f)
+		return 0;
+	while (fscanf(f, "%u", &a) == 1) {
+		b = a;
+		if (fscanf(f, "%c", &sep) == 1 && sep == '-' && fscanf(f, "%u%c", &b, &sep) < 1)
+			break;
+		if (b >= a)
+			n += b - a + 1;
+		if (sep != ',')
+			break;
+	}
+	fclose(f);
+	return n;
+}
+
+/* 0, or -EBUSY if the ring has no free SQE (never: one command is in flight at a time). */
+static int prep_cmd(struct entry *e, int op, uint64_t commit_id)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&e->ring);
+	unsigned char *whole = (unsigned char *)sqe;
+	struct cmd_req *cmd;
+
+	if (!sqe)
+		return -EBUSY;
+	memset(whole, 0, 2 * sizeof(*sqe)); /* a 128-byte SQE */
+	sqe->opcode = IORING_OP_URING_CMD;
+	sqe->fd = e->u->fd;
+	sqe->cmd_op = op;
+	sqe->addr = (uintptr_t)e->iov;
+	sqe->len = 2;
+	cmd = (struct cmd_req *)(whole + offsetof(struct io_uring_sqe, cmd));
+	cmd->qid = e->qid;
+	cmd->commit_id = commit_id;
+	return 0;
+}
+
+/* The reply of a request the kernel sent malformed, or that nothing answered. */
+static void reply_error(struct entry *e, int err)
+{
+	struct fuse_out_header out = {
+		.len = sizeof(out), .error = -err, .unique = e->hdr->ent.commit_id};
+
+	memcpy(e->hdr->in_out, &out, sizeof(out));
+	e->hdr->ent.payload_sz = 0;
+}
+
+/* The request in the entry, as read() from /dev/fuse would have given it: the lengths come
+ * from the kernel and are checked against the buffers before anything is copied. */
+static void serve_request(struct entry *e)
+{
+	struct fuse_in_header in;
+	size_t payload_sz = e->hdr->ent.payload_sz, arg0;
+	char *start;
+
+	memcpy(&in, e->hdr->in_out, sizeof(in));
+	if (in.len < sizeof(in) || payload_sz > e->u->payload || in.len - sizeof(in) < payload_sz ||
+	    (arg0 = in.len - sizeof(in) - payload_sz) > OP_IN_SIZE ||
+	    in.unique != e->hdr->ent.commit_id) {
+		reply_error(e, EIO);
+		return;
+	}
+	start = e->payload - arg0 - sizeof(in);
+	memcpy(start, &in, sizeof(in));
+	memcpy(start + sizeof(in), e->hdr->op_in, arg0);
+
+	struct fuse_buf buf = {.size = in.len, .mem = start};
+
+	e->unique = in.unique;
+	e->replied = false;
+	serving = e;
+	fuse_session_process_buf(e->u->se, &buf);
+	serving = NULL;
+	if (!e->replied)
+		reply_error(e, EIO);
+}
+
+ssize_t sfs_fuse_uring_take_reply(const struct iovec *iov, int count)
+{
+	struct entry *e = serving;
+	const struct fuse_out_header *out = iov[0].iov_base;
+	size_t total = 0;
+
+	if (!e || count < 1 || iov[0].iov_len != sizeof(*out) || out->unique != e->unique ||
+	    e->replied)
+		return -2;
+	for (int i = 1; i < count; i++) {
+		if (iov[i].iov_len > e->u->payload - total) {
+			errno = EMSGSIZE;
+			return -1;
+		}
+		/* memmove: a reply may quote the request it answers */
+		memmove(e->payload + total, iov[i].iov_base, iov[i].iov_len);
+		total += iov[i].iov_len;
+	}
+	memcpy(e->hdr->in_out, out, sizeof(*out));
+	e->hdr->ent.payload_sz = total;
+	e->replied = true;
+	return (ssize_t)(total + sizeof(*out));
+}
+
+static enum go wait_for_go(struct sfs_fuse_uring *u)
+{
+	enum go g;
+
+	pthread_mutex_lock(&u->lock);
+	while (u->go == GO_WAIT)
+		pthread_cond_wait(&u->changed, &u->lock);
+	g = u->go;
+	pthread_mutex_unlock(&u->lock);
+	return g;
+}
+
+/* The result of the command just submitted: 0 when it delivered a request, -errno when the
+ * kernel refused it or the connection ended. */
+static int submit_and_wait(struct entry *e)
+{
+	struct io_uring_cqe *cqe;
+	int rc, tries = 0;
+
+	/* an SQE the kernel did not take stays in the ring and goes with the next call: a queue
+	 * left without its entry would hold up every request, so short shortages are waited out */
+	while ((rc = io_uring_submit_and_wait(&e->ring, 1)) < 0 && tries++ < 100) {
+		if (rc != -EINTR && rc != -EAGAIN && rc != -EBUSY)
+			return rc;
+		if (rc != -EINTR)
+			usleep(10000);
+	}
+	if (rc < 0)
+		return rc;
+	while ((rc = io_uring_wait_cqe(&e->ring, &cqe)) == -EINTR)
+		;
+	if (rc < 0)
+		return rc;
+	rc = cqe->res;
+	io_uring_cqe_seen(&e->ring, cqe);
+	return rc < 0 ? rc : 0;
+}
+
+static bool connection_ended(int err)
+{
+	return err == -ENOTCONN || err == -ECONNABORTED || err == -ECANCELED || err == -ENODEV;
+}
+
+/* One entry: register, then serve and commit-and-fetch until the connection ends. */
+static void *entry_main(void *arg)
+{
+	struct entry *e = arg;
+	int rc;
+
+	if (wait_for_go(e->u) != GO_SERVE)
+		return NULL;
+	if (!(rc = prep_cmd(e, CMD_REGISTER, 0)))
+		rc = submit_and_wait(e);
+	if (rc < 0) {
+		/* the kernel has gone back to /dev/fuse for this connection (it does on any refused
+		 * registration), so nothing waits on this entry */
+		int none = 0;
+		if (!connection_ended(rc) && atomic_compare_exchange_strong(&e->u->error, &none, -rc))
+			syslog(LOG_WARNING, "io_uring registration refused (%s): serving through /dev/fuse",
+			       strerror(-rc));
+		return NULL;
+	}
+	for (;;) {
+		serve_request(e);
+		if (!(rc = prep_cmd(e, CMD_COMMIT_AND_FETCH, e->hdr->ent.commit_id)))
+			rc = submit_and_wait(e);
+		if (rc < 0) {
+			if (!connection_ended(rc))
+				syslog(LOG_ERR, "io_uring queue %u: commit refused: %s", e->qid, strerror(-rc));
+			return NULL;
+		}
+	}
+}
+
+static int entry_setup(struct sfs_fuse_uring *u, struct entry *e, uint16_t qid)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	int rc;
+
+	e->u = u;
+	e->qid = qid;
+	e->region_size = (size_t)page + u->payload;
+	e->region = mmap(NULL, e->region_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+	                 -1, 0);
+	if (e->region == MAP_FAILED) {
+		e->region = NULL;
+		return -errno;
+	}
+	e->hdr = (struct req_header *)e->region;
+	e->payload = e->region + page;
+	e->iov[0] = (struct iovec){e->hdr, sizeof(*e->hdr)};
+	e->iov[1] = (struct iovec){e->payload, u->payload};
+	if ((rc = io_uring_queue_init(2, &e->ring, IORING_SETUP_SQE128)) < 0)
+		return rc;
+	e->ring_ready = true;
+	if ((rc = pthread_create(&e->thread, NULL, entry_main, e)))
+		return -rc;
+	e->thread_started = true;
+	return 0;
+}
+
+static void set_go(struct sfs_fuse_uring *u, enum go g)
+{
+	pthread_mutex_lock(&u->lock);
+	u->go = g;
+	pthread_cond_broadcast(&u->changed);
+	pthread_mutex_unlock(&u->lock);
+}
+
+struct sfs_fuse_uring *sfs_fuse_uring_prepare(struct fuse_session *se, int fuse_fd,
+                                              size_t payload)
+{
+	unsigned queues = possible_cpus();
+	struct sfs_fuse_uring *u;
+	int rc = 0;
+
+	if (!queues || queues > UINT16_MAX) {
+		errno = ENODEV;
+		return NULL;
+	}
+	u = calloc(1, sizeof(*u) + (size_t)queues * SFS_URING_DEPTH * sizeof(u->ents[0]));
+	if (!u)
+		return NULL;
+	u->se = se;
+	u->fd = fuse_fd;
+	u->payload = payload;
+	u->queues = queues;
+	pthread_mutex_init(&u->lock, NULL);
+	pthread_cond_init(&u->changed, NULL);
+	u->go = GO_WAIT;
+	for (unsigned i = 0; i < queues * SFS_URING_DEPTH && !rc; i++, u->nentries++)
+		rc = entry_setup(u, &u->ents[i], (uint16_t)(i / SFS_URING_DEPTH));
+	if (rc) {
+		sfs_fuse_uring_destroy(u);
+		errno = -rc;
+		return NULL;
+	}
+	return u;
+}
+
+void sfs_fuse_uring_start(struct sfs_fuse_uring *u)
+{
+	set_go(u, GO_SERVE);
+}
+
+void sfs_fuse_uring_destroy(struct sfs_fuse_uring *u)
+{
+	if (!u)
+		return;
+	set_go(u, GO_END); /* threads still waiting to start end at once */
+	for (unsigned i = 0; i < u->nentries; i++) {
+		struct entry *e = &u->ents[i];
+		if (e->thread_started)
+			pthread_join(e->thread, NULL);
+		if (e->ring_ready)
+			io_uring_queue_exit(&e->ring);
+		if (e->region)
+			munmap(e->region, e->region_size);
+	}
+	pthread_cond_destroy(&u->changed);
+	pthread_mutex_destroy(&u->lock);
+	free(u);
+}
+
+int sfs_fuse_uring_error(const struct sfs_fuse_uring *u)
+{
+	return atomic_load(&u->error);
+}
+
+unsigned sfs_fuse_uring_queues(const struct sfs_fuse_uring *u)
+{
+	return u->queues;
+}
