@@ -166,7 +166,12 @@ test_uring_idle_views_stay_cheap() {
 	rss1=$(_rss_kb "$pid") th1=$(_threads "$pid")
 	per=$(((rss1 - rss0) / n))
 	log "daemon: RSS $rss0 -> $rss1 kB ($per kB a view), threads $th0 -> $th1"
-	assert_lt "$per" 257 "an idle io_uring view costs at most 256 KiB"
+	if [[ -n ${ASAN_OPTIONS:-} ]]; then
+		# AddressSanitizer's shadow memory, fake stacks and quarantine are not the product's
+		log "the 256 KiB bound is for the release build, not checked under AddressSanitizer"
+	else
+		assert_lt "$per" 257 "an idle io_uring view costs at most 256 KiB"
+	fi
 	start=$SECONDS
 	for ((i = 1; i <= n; i++)); do sfs_umount "$T_DIR/v$i" || fail "unmounting view $i"; done
 	assert_ok wait_until 30 test "$(daemon_views "$pid" | wc -w)" -eq 1
