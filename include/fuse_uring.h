@@ -5,7 +5,7 @@
  * wake-up of whichever thread waits. Each entry is a thread with its own small io_uring, so a
  * handler that blocks holds up one entry, never its queue. Requests are still decoded and
  * answered by libfuse (fuse_session_process_buf); only their path changes. FORGET, INTERRUPT
- * and notifications keep using /dev/fuse (doc/kernel.md §4.9). */
+ * and notifications keep using /dev/fuse (doc/kernel.md §4.10). */
 #ifndef SFS_FUSE_URING_H
 #define SFS_FUSE_URING_H
 

@@ -203,6 +203,10 @@ _assert_refused_impl() {
 # ---------------------------------------------------------------------------------------------
 # Processes
 
+proc_status() { # PID FIELD -> the number of FIELD (VmRSS in kB, Threads) in /proc/PID/status
+	awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/status"
+}
+
 proc_starttime() { # PID -> start time in clock ticks (guards against pid reuse)
 	local s
 	s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1

@@ -141,8 +141,7 @@ test_uring_tmpfiles_line_turns_the_switch_on() {
 	assert_eq Y "$(<"$URING_PARAM")" "enable_uring after the shipped tmpfiles.d line"
 }
 
-_rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
-_threads() { awk '/^Threads/ { print $2 }' "/proc/$1/status"; }
+_threads_at_most() { (($(proc_status "$1" Threads) <= $2)); }
 
 # Many idle io_uring views cost the daemon little: each view's entries are a thread, a small
 # ring and a buffer the kernel writes into only as far as a request needs.
@@ -154,7 +153,7 @@ test_uring_idle_views_stay_cheap() {
 	view "" "$LOOP" "$T_DIR/v0"
 	pid=$(view_pid "$T_DIR/v0")
 	ls "$T_DIR/v0" >/dev/null
-	rss0=$(_rss_kb "$pid") th0=$(_threads "$pid")
+	rss0=$(proc_status "$pid" VmRSS) th0=$(proc_status "$pid" Threads)
 	start=$SECONDS
 	for ((i = 1; i <= n; i++)); do
 		mkdir -p "$T_DIR/v$i"
@@ -163,7 +162,7 @@ test_uring_idle_views_stay_cheap() {
 	for ((i = 1; i <= n; i++)); do ls "$T_DIR/v$i" >/dev/null || fail "listing view $i"; done
 	log "$n views mounted and listed in $((SECONDS - start)) s"
 	assert_eq io_uring "$(transport "$T_DIR/v$n" kind)" "the last view too uses io_uring"
-	rss1=$(_rss_kb "$pid") th1=$(_threads "$pid")
+	rss1=$(proc_status "$pid" VmRSS) th1=$(proc_status "$pid" Threads)
 	per=$(((rss1 - rss0) / n))
 	log "daemon: RSS $rss0 -> $rss1 kB ($per kB a view), threads $th0 -> $th1"
 	if [[ -n ${ASAN_OPTIONS:-} ]]; then
@@ -176,8 +175,7 @@ test_uring_idle_views_stay_cheap() {
 	for ((i = 1; i <= n; i++)); do sfs_umount "$T_DIR/v$i" || fail "unmounting view $i"; done
 	assert_ok wait_until 30 test "$(daemon_views "$pid" | wc -w)" -eq 1
 	log "$n views unmounted in $((SECONDS - start)) s"
-	assert_le_threads() { (($(_threads "$pid") <= th0 + 4)); }
-	assert_ok wait_until 30 assert_le_threads
+	assert_ok wait_until 30 _threads_at_most "$pid" $((th0 + 4))
 }
 
 [[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"

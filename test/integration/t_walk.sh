@@ -4,9 +4,8 @@
 # remembers (contract §4.2), also when it acts as an unprivileged caller.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-_rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
 _nodes_below() { (($(daemon_field "$1" .cache.inodes) < $2)); }
-_rss_below() { (($(_rss_kb "$1") < $2)); }
+_rss_below() { (($(proc_status "$1" VmRSS) < $2)); }
 
 test_slow_walk_100k_files() {
 	mkimg walk -N 160000
@@ -17,7 +16,7 @@ test_slow_walk_100k_files() {
 	(ulimit -n 1024 && exec "$STRICTFS" mount "$IMG" "$V") || die "strictfs mount under ulimit -n 1024"
 	pid=$(view_pid "$V")
 	[[ -n $pid ]] || die "no daemon for $V"
-	rss_idle=$(_rss_kb "$pid")
+	rss_idle=$(proc_status "$pid" VmRSS)
 	limit=$(awk '/^Max open files/ { print $4 }' "/proc/$pid/limits")
 	assert_eq 1024 "$limit" "daemon runs with a soft limit of 1024 descriptors"
 
@@ -59,7 +58,7 @@ EOF
 	# the kernel forgets them
 	local nodes rss per
 	nodes=$(daemon_field "$V" .cache.inodes)
-	rss=$(_rss_kb "$pid")
+	rss=$(proc_status "$pid" VmRSS)
 	per=$(((rss - rss_idle) * 1024 / nodes))
 	log "daemon: $nodes nodes, RSS $rss kB (idle $rss_idle kB): $per bytes a node"
 	assert_gt "$nodes" 50000 "the kernel remembers most of the files"
@@ -68,7 +67,7 @@ EOF
 	echo 2 >/proc/sys/vm/drop_caches
 	assert_ok wait_until 20 _nodes_below "$V" 1000
 	assert_ok wait_until 10 _rss_below "$pid" $((rss_idle + (rss - rss_idle) / 2))
-	log "after the kernel forgot them: $(daemon_field "$V" .cache.inodes) nodes, RSS $(_rss_kb "$pid") kB"
+	log "after the kernel forgot them: $(daemon_field "$V" .cache.inodes) nodes, RSS $(proc_status "$pid" VmRSS) kB"
 	assert_ok sfs_umount "$V"
 	assert_ok pid_gone "$pid"
 	assert_ok wait_until 3 no_loop_for "$IMG"
