@@ -296,45 +296,84 @@ static int clone_existing(struct sfs_backing *b, char *err, size_t errlen)
 
 /* A detached mount appears in no mount table; a child in a private namespace attaches a
  * clone of it and reads the superblock's options from its own mountinfo (doc/kernel.md §2). */
-static int read_back_options(struct sfs_backing *b, const char *probe_dir)
+/* The child's answer on the pipe: the options, or '!' and why it could not read them (options
+ * never start with '!'). */
+_Noreturn static void probe_failed(int out, const char *what, int err)
 {
+	char msg[200];
+	int n;
+
+	if (err == EINVAL && strcmp(what, "make / private") == 0)
+		n = snprintf(msg, sizeof(msg), "!/ is not a mount point here (a chroot?), so the probe "
+		             "cannot keep its mount private");
+	else
+		n = snprintf(msg, sizeof(msg), "!cannot %s: %s", what, strerror(err));
+	if (write(out, msg, n) < 0)
+		_exit(1);
+	_exit(1);
+}
+
+/* The options the kernel gave the superblock, read from mountinfo in a private namespace where
+ * a copy of the detached backing is attached for the moment it takes. */
+_Noreturn static void probe_child(struct sfs_backing *b, const char *probe_dir, int out)
+{
+	struct libmnt_table *tb;
+	struct libmnt_fs *fs;
+	char opts[2048];
+	int c;
+
+	if (unshare(CLONE_NEWNS) < 0)
+		probe_failed(out, "enter a new mount namespace", errno);
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		probe_failed(out, "make / private", errno);
+	c = open_tree(b->root_fd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH | OPEN_TREE_CLOEXEC);
+	if (c < 0 || move_mount(c, "", AT_FDCWD, probe_dir, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		probe_failed(out, "attach a copy of the backing", errno);
+	tb = mnt_new_table_from_file("/proc/self/mountinfo");
+	fs = tb ? mnt_table_find_target(tb, probe_dir, MNT_ITER_BACKWARD) : NULL;
+	if (!fs)
+		probe_failed(out, "find the copy in /proc/self/mountinfo", ENOENT);
+	snprintf(opts, sizeof(opts), "%s", mnt_fs_get_fs_options(fs) ? mnt_fs_get_fs_options(fs) : "");
+	if (write(out, opts, strlen(opts)) < 0)
+		_exit(1);
+	_exit(0);
+}
+
+/* 0, or -errno with why in err */
+static int read_back_options(struct sfs_backing *b, const char *probe_dir, char *err,
+                             size_t errlen)
+{
+	const char *what = "cannot read the backing's options back";
 	int p[2];
 	pid_t pid;
 	ssize_t n;
 
 	if (pipe2(p, O_CLOEXEC) < 0)
-		return -errno;
-	pid = fork();
-	if (pid < 0)
-		return -errno;
-	if (pid == 0) {
-		struct libmnt_table *tb;
-		struct libmnt_fs *fs;
-		char out[2048];
-		int c;
+		goto no_probe;
+	if ((pid = fork()) < 0) {
+		int e = errno;
 		close(p[0]);
-		if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-			_exit(1);
-		c = open_tree(b->root_fd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH | OPEN_TREE_CLOEXEC);
-		if (c < 0 || move_mount(c, "", AT_FDCWD, probe_dir, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-			_exit(1);
-		tb = mnt_new_table_from_file("/proc/self/mountinfo");
-		fs = tb ? mnt_table_find_target(tb, probe_dir, MNT_ITER_BACKWARD) : NULL;
-		if (!fs)
-			_exit(1);
-		snprintf(out, sizeof(out), "%s", mnt_fs_get_fs_options(fs) ? mnt_fs_get_fs_options(fs) : "");
-		if (write(p[1], out, strlen(out)) < 0)
-			_exit(1);
-		_exit(0);
+		close(p[1]);
+		errno = e;
+		goto no_probe;
+	}
+	if (pid == 0) {
+		close(p[0]);
+		probe_child(b, probe_dir, p[1]);
 	}
 	close(p[1]);
 	n = read(p[0], b->options, sizeof(b->options) - 1);
 	close(p[0]);
 	waitpid(pid, NULL, 0);
-	if (n <= 0)
-		return -EIO;
-	b->options[n] = '\0';
-	return 0;
+	b->options[n > 0 ? n : 0] = '\0';
+	if (n > 0 && b->options[0] != '!')
+		return 0;
+	sfs_errf(err, errlen, b->device, "%s%s%s", what, n > 0 ? ": " : "", n > 0 ? b->options + 1 : "");
+	b->options[0] = '\0';
+	return -EIO;
+no_probe:
+	sfs_errf(err, errlen, b->device, "%s: %s", what, strerror(errno));
+	return -EIO;
 }
 
 static bool option_in(const char *list, const char *opt)
@@ -429,12 +468,10 @@ int sfs_backing_open(struct sfs_backing *b, const char *source, bool source_is_f
 	if (b->mode == SFS_SHARE_EXCLUSIVE) {
 		snprintf(probe, sizeof(probe), "%s/.probe-%d", SFS_RUNDIR, getpid());
 		mkdir(probe, 0700);
-		rc = read_back_options(b, probe);
+		rc = read_back_options(b, probe, err, errlen);
 		rmdir(probe);
-		if (rc) {
-			sfs_errf(err, errlen, b->device, "cannot read the backing's options back");
+		if (rc)
 			goto fail;
-		}
 	} else {
 		b->read_only = option_in(b->options, "ro");
 	}

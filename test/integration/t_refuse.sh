@@ -169,4 +169,30 @@ test_refuse_umount_of_non_view() {
 	assert_refused "$T_DIR/nowhere" "$STRICTFS" umount "$T_DIR/nowhere"
 }
 
+# A root that is not a mount point (a chroot): the daemon cannot make / private for the probe
+# that reads the backing's options back, and says so rather than only that it failed. The chroot
+# lives in a private mount namespace of its own, so its binds go with it.
+_in_chroot_that_is_no_mount_point() { # ROOT CMD...
+	local root=$1
+	shift
+	unshare -m --propagation private bash -c '
+		root=$1 repo=$2
+		shift 2
+		mkdir -p "$root"/{usr,etc,dev,proc,sys,run,repo} "$root/tmp/v"
+		for d in usr etc dev sys; do mount --rbind "/$d" "$root/$d" || exit 9; done
+		for l in bin sbin lib lib64; do [[ -L /$l ]] && ln -sfn "$(readlink "/$l")" "$root/$l"; done
+		mount -t proc proc "$root/proc" && mount -t tmpfs tmpfs "$root/run" &&
+			mount --bind "$repo" "$root/repo" || exit 9
+		exec chroot "$root" "$@"' _ "$root" "$SFS_REPO" "$@"
+}
+
+test_refuse_in_a_root_that_is_not_a_mount_point() {
+	new_source ref
+	assert_refused "/ is not a mount point here (a chroot?)" \
+		_in_chroot_that_is_no_mount_point "$T_DIR/root" /repo/build/strictfs mount -o acl "$LOOP" /tmp/v
+	assert_contains "$(cat "$T_DIR/.err")" "strictfs: $LOOP: cannot read the backing's options back" \
+		"the line names the source and what failed"
+	assert_eq "" "$(daemons_for_source "$LOOP")" "no daemon for $LOOP"
+}
+
 [[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"
