@@ -29,9 +29,11 @@ struct fuse_backing_map {
 #define FUSE_DEV_IOC_BACKING_OPEN _IOW(FUSE_DEV_IOC_MAGIC, 1, struct fuse_backing_map)
 #define FUSE_DEV_IOC_BACKING_CLOSE _IOW(FUSE_DEV_IOC_MAGIC, 2, uint32_t)
 #endif
-/* In 7.40 the u32 after flags2 is max_stack_depth, and the open reply's padding backing_id. */
-#define INIT_OUT_MAX_STACK_DEPTH offsetof(struct fuse_init_out, unused)
-#define OPEN_OUT_BACKING_ID offsetof(struct fuse_open_out, padding)
+/* In 7.40 the u32 after flags2 is max_stack_depth, and the u32 after the open reply's
+ * open_flags backing_id. Named by the fields before them, which every release's header has:
+ * Debian 12's (7.38) calls them unused[0] and padding, Debian 13's (7.41) by their names. */
+#define INIT_OUT_MAX_STACK_DEPTH (offsetof(struct fuse_init_out, flags2) + sizeof(uint32_t))
+#define OPEN_OUT_BACKING_ID (offsetof(struct fuse_open_out, open_flags) + sizeof(uint32_t))
 
 /* What the INIT reply asks for beyond libfuse, where offered (see fuse_io.h). */
 static const uint64_t added_flags = FUSE_HANDLE_KILLPRIV_V2 | FUSE_DIRECT_IO_ALLOW_MMAP;
