@@ -1,7 +1,9 @@
 /* The inode table: one per daemon, keyed by the backing's (dev, ino), shared by every view.
  * A node carries the backing's file handle, so the daemon can reopen it at any time, and a
- * slot in the bounded descriptor cache (fdcache.h). Node ids given to the kernel are node
- * pointers; each view's lookups are counted apart, so a vanished view can be dropped. */
+ * slot in the bounded descriptor cache (fdcache.h). The node id the kernel knows it by is that
+ * handle (ext4's inode number and generation), so an id can be found again by anyone, at any
+ * time: after the daemon forgot the node, and by another daemon. Each view's lookups are
+ * counted apart, so a vanished view can be dropped. */
 #ifndef SFS_INODE_H
 #define SFS_INODE_H
 
@@ -15,8 +17,9 @@
 
 #include "list.h"
 
-#define SFS_NODE_MAGIC 0x5346534eu
-#define SFS_HANDLE_MAX 64
+/* ext4's file handles (its export operations use generic_encode_ino32_fh): FILEID_INO32_GEN,
+ * a 32-bit inode number, then a 32-bit generation */
+#define SFS_HANDLE_INO32_GEN 1
 
 /* What one node was last counted as in the quota ledger (quota.h). */
 struct sfs_nodeq {
@@ -34,7 +37,8 @@ struct sfs_view_ref {
 };
 
 struct sfs_node {
-	uint32_t magic;
+	/* Immutable after creation: */
+	uint64_t id;                 /* generation << 32 | ino: the file handle, as a node id */
 	mode_t type;                 /* S_IFMT bits; a backing inode never changes type */
 	dev_t dev;
 	ino_t ino;
@@ -59,10 +63,6 @@ struct sfs_node {
 	 * (src/ops/passthrough.c). */
 	atomic_int pt_writers;
 	atomic_int pt_atime_opens;
-	/* Immutable after creation: */
-	int handle_type;
-	uint8_t handle_len;
-	unsigned char handle[SFS_HANDLE_MAX];
 };
 
 /* What must happen to every node as it enters the table and as it leaves (the daemon's
@@ -97,6 +97,10 @@ int sfs_itab_get(struct sfs_itab *t, struct sfs_fdcache *c, int fd, const struct
 /* The node of (dev, ino) if the table has it; no reference is taken. */
 struct sfs_node *sfs_itab_find(struct sfs_itab *t, dev_t dev, ino_t ino);
 
+/* The node with that id if the table has it, one that is stale included; no reference is
+ * taken (a kernel's lookup on it keeps it). */
+struct sfs_node *sfs_itab_find_id(struct sfs_itab *t, uint64_t id);
+
 /* Drops n lookups of view (FORGET); frees the node when no view and no pin holds it. */
 void sfs_itab_forget(struct sfs_itab *t, struct sfs_fdcache *c, struct sfs_node *node,
                      uint32_t view, uint64_t n);
@@ -109,11 +113,18 @@ void sfs_itab_drop_view(struct sfs_itab *t, struct sfs_fdcache *c, uint32_t view
  * returns how many hold one (more than max: call again with room for them). */
 size_t sfs_itab_views_of(struct sfs_itab *t, struct sfs_node *node, uint32_t *views, size_t max);
 
+/* Whether view holds a lookup on node. */
+bool sfs_itab_held_by(struct sfs_itab *t, struct sfs_node *node, uint32_t view);
+
 size_t sfs_itab_count(struct sfs_itab *t);
 
 /* open_by_handle_at of the node's backing object relative to mount_fd (the backing or a
  * clone of it: the new descriptor belongs to that mount). Needs CAP_DAC_READ_SEARCH, which
  * the caller raises. Returns the descriptor, or -1 with errno set. */
 int sfs_node_open(const struct sfs_node *n, int mount_fd, int flags);
+
+/* The same for the object a node id names, whether the table has it or not (its inode may
+ * have been freed since: ESTALE). */
+int sfs_node_id_open(uint64_t id, int mount_fd, int flags);
 
 #endif

@@ -58,16 +58,10 @@ struct sfs_file;
  * loses the RELEASEs of files closed after it). Only once its session threads are gone. */
 void sfs_view_close_files(struct sfs_view *v);
 
-static inline struct sfs_node *sfs_node_of(const struct sfs_view *v, fuse_ino_t ino)
-{
-	struct sfs_node *n = ino == FUSE_ROOT_ID ? v->root : (struct sfs_node *)(uintptr_t)ino;
-	return n && n->magic == SFS_NODE_MAGIC ? n : NULL;
-}
-
-static inline fuse_ino_t sfs_ino_of(const struct sfs_view *v, const struct sfs_node *n)
-{
-	return n == v->root ? FUSE_ROOT_ID : (fuse_ino_t)(uintptr_t)n;
-}
+/* The node a kernel's node id names in this view (its root is FUSE_ROOT_ID), or NULL if the
+ * daemon does not know it. Every id a kernel sends is looked up, never trusted as memory. */
+struct sfs_node *sfs_node_of(const struct sfs_view *v, fuse_ino_t ino);
+fuse_ino_t sfs_ino_of(const struct sfs_view *v, const struct sfs_node *n);
 
 /* Creates the session for an already-mounted /dev/fuse descriptor and starts serving it.
  * Takes ownership of fuse_fd. Returns 0 or -errno. */

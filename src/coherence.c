@@ -207,7 +207,7 @@ static bool find_targets(struct sfs_view *origin, struct sfs_node *n, struct tar
 	for (size_t i = 0; i < m; i++)
 		if (t->slots[i] != origin->slot) {
 			t->slots[k] = t->slots[i];
-			t->inos[k++] = (fuse_ino_t)(uintptr_t)n;
+			t->inos[k++] = n->id;
 		}
 	t->n = k;
 	if (!n->pins)

@@ -1,5 +1,5 @@
-/* The inode table (see inode.h). A chained hash on (dev, ino), grown by doubling; nothing
- * here walks the table on the request path. */
+/* The inode table (see inode.h). A chained hash on the inode number (one backing, one dev),
+ * grown by doubling; nothing here walks the table on the request path. */
 #include "inode.h"
 
 #include <errno.h>
@@ -10,9 +10,9 @@
 #include "fdcache.h"
 #include "hash.h"
 
-static size_t bucket_of(const struct sfs_itab *t, dev_t dev, ino_t ino)
+static size_t bucket_of(const struct sfs_itab *t, ino_t ino)
 {
-	return sfs_hash_inode(dev, ino) & (t->nbuckets - 1);
+	return sfs_hash_inode(0, ino) & (t->nbuckets - 1);
 }
 
 int sfs_itab_init(struct sfs_itab *t, const struct sfs_itab_hooks *hooks)
@@ -31,7 +31,6 @@ static void free_node(struct sfs_itab *t, struct sfs_fdcache *c, struct sfs_node
 	if (t->hooks.freed)
 		t->hooks.freed(t->hooks.arg, n);
 	free(n->refs);
-	n->magic = 0;
 	free(n);
 }
 
@@ -63,7 +62,7 @@ static void grow(struct sfs_itab *t)
 		struct sfs_node *n = ob[i];
 		while (n) {
 			struct sfs_node *next = n->hnext;
-			size_t b = bucket_of(t, n->dev, n->ino);
+			size_t b = bucket_of(t, n->ino);
 			n->hnext = nb[b];
 			nb[b] = n;
 			n = next;
@@ -74,7 +73,7 @@ static void grow(struct sfs_itab *t)
 
 static struct sfs_node *find_locked(struct sfs_itab *t, dev_t dev, ino_t ino)
 {
-	for (struct sfs_node *n = t->buckets[bucket_of(t, dev, ino)]; n; n = n->hnext)
+	for (struct sfs_node *n = t->buckets[bucket_of(t, ino)]; n; n = n->hnext)
 		if (n->ino == ino && n->dev == dev && !n->stale)
 			return n;
 	return NULL;
@@ -86,6 +85,17 @@ struct sfs_node *sfs_itab_find(struct sfs_itab *t, dev_t dev, ino_t ino)
 
 	pthread_mutex_lock(&t->lock);
 	n = find_locked(t, dev, ino);
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+struct sfs_node *sfs_itab_find_id(struct sfs_itab *t, uint64_t id)
+{
+	struct sfs_node *n;
+
+	pthread_mutex_lock(&t->lock);
+	for (n = t->buckets[bucket_of(t, (uint32_t)id)]; n && n->id != id; n = n->hnext)
+		;
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }
@@ -117,48 +127,44 @@ static int make_node(struct sfs_itab *t, int fd, const struct stat *st, struct s
 {
 	struct {
 		struct file_handle fh;
-		unsigned char data[SFS_HANDLE_MAX];
+		uint32_t word[2];
 	} h;
 	struct sfs_node *n;
 	int mnt_id;
 
-	h.fh.handle_bytes = SFS_HANDLE_MAX;
+	h.fh.handle_bytes = sizeof(h.word);
 	if (name_to_handle_at(fd, "", &h.fh, &mnt_id, AT_EMPTY_PATH) < 0)
-		return -errno;
+		return errno == EOVERFLOW ? -EOPNOTSUPP : -errno;
+	if (h.fh.handle_type != SFS_HANDLE_INO32_GEN || h.fh.handle_bytes != sizeof(h.word))
+		return -EOPNOTSUPP; /* not ext4's: its ids could not be found again */
 	n = calloc(1, sizeof(*n));
 	if (!n)
 		return -ENOMEM;
-	n->magic = SFS_NODE_MAGIC;
+	n->id = (uint64_t)h.word[1] << 32 | h.word[0];
 	n->type = st->st_mode & S_IFMT;
 	n->dev = st->st_dev;
 	n->ino = st->st_ino;
 	n->fd = -1;
 	if (t->hooks.created)
 		t->hooks.created(t->hooks.arg, n, st);
-	n->handle_type = h.fh.handle_type;
-	n->handle_len = h.fh.handle_bytes;
-	memcpy(n->handle, h.fh.f_handle, h.fh.handle_bytes);
 	*out = n;
 	return 0;
 }
 
 int sfs_node_open(const struct sfs_node *n, int mount_fd, int flags)
 {
-	struct {
-		struct file_handle fh;
-		unsigned char data[SFS_HANDLE_MAX];
-	} h;
-
-	h.fh.handle_bytes = n->handle_len;
-	h.fh.handle_type = n->handle_type;
-	memcpy(h.fh.f_handle, n->handle, n->handle_len);
-	return open_by_handle_at(mount_fd, &h.fh, flags);
+	return sfs_node_id_open(n->id, mount_fd, flags);
 }
 
-static bool same_handle(const struct sfs_node *a, const struct sfs_node *b)
+int sfs_node_id_open(uint64_t id, int mount_fd, int flags)
 {
-	return a->handle_type == b->handle_type && a->handle_len == b->handle_len &&
-	       !memcmp(a->handle, b->handle, a->handle_len);
+	struct {
+		struct file_handle fh;
+		uint32_t word[2];
+	} h = {.fh = {.handle_bytes = sizeof(h.word), .handle_type = SFS_HANDLE_INO32_GEN},
+	       .word = {(uint32_t)id, (uint32_t)(id >> 32)}};
+
+	return open_by_handle_at(mount_fd, &h.fh, flags);
 }
 
 int sfs_itab_get(struct sfs_itab *t, struct sfs_fdcache *c, int fd, const struct stat *st,
@@ -187,7 +193,7 @@ again:
 	}
 	pthread_mutex_lock(&t->lock);
 	n = find_locked(t, st->st_dev, st->st_ino);
-	if (n && fresh && !same_handle(n, fresh)) {
+	if (n && fresh && n->id != fresh->id) {
 		/* the old object is dead; its node lives on only until the kernels forget it */
 		n->stale = true;
 		n = NULL;
@@ -196,7 +202,7 @@ again:
 		size_t b;
 		if (t->count >= t->nbuckets)
 			grow(t);
-		b = bucket_of(t, fresh->dev, fresh->ino);
+		b = bucket_of(t, fresh->ino);
 		fresh->hnext = t->buckets[b];
 		t->buckets[b] = fresh;
 		t->count++;
@@ -227,7 +233,7 @@ again:
 
 static void unlink_locked(struct sfs_itab *t, struct sfs_node *n)
 {
-	struct sfs_node **pp = &t->buckets[bucket_of(t, n->dev, n->ino)];
+	struct sfs_node **pp = &t->buckets[bucket_of(t, n->ino)];
 
 	while (*pp && *pp != n)
 		pp = &(*pp)->hnext;
@@ -305,6 +311,17 @@ size_t sfs_itab_views_of(struct sfs_itab *t, struct sfs_node *node, uint32_t *vi
 		k = node->nrefs;
 	pthread_mutex_unlock(&t->lock);
 	return k;
+}
+
+bool sfs_itab_held_by(struct sfs_itab *t, struct sfs_node *node, uint32_t view)
+{
+	bool held = false;
+
+	pthread_mutex_lock(&t->lock);
+	for (uint32_t i = 0; i < node->nrefs && !held; i++)
+		held = node->refs[i].view == view;
+	pthread_mutex_unlock(&t->lock);
+	return held;
 }
 
 size_t sfs_itab_count(struct sfs_itab *t)

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "services.h"
 
 /* Kernel caches may be long because every change is notified to the other views; with
  * share=existing others write behind the daemon's back, so caches stay short there. */
@@ -44,6 +45,16 @@ void sfs_view_set_caching(struct sfs_view *v, bool sole_writer)
 	 * the kernel keeps one dentry per spelling, so such views cache no negatives */
 	v->negative_timeout = v->opts.casefold != SFS_CASEFOLD_OFF ? 0 : v->entry_timeout;
 	v->keep_cache = sole_writer;
+}
+
+struct sfs_node *sfs_node_of(const struct sfs_view *v, fuse_ino_t ino)
+{
+	return ino == FUSE_ROOT_ID ? v->root : sfs_itab_find_id(&v->svc->itab, ino);
+}
+
+fuse_ino_t sfs_ino_of(const struct sfs_view *v, const struct sfs_node *n)
+{
+	return n == v->root ? FUSE_ROOT_ID : n->id;
 }
 
 struct sfs_fuse_io *sfs_view_fuse_io(void *view)

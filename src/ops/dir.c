@@ -23,6 +23,7 @@ static void fill_entry(struct sfs_view *v, struct sfs_node *n, const struct stat
 {
 	memset(e, 0, sizeof(*e));
 	e->ino = sfs_ino_of(v, n);
+	e->generation = n == v->root ? 0 : n->id >> 32; /* the kernel puts it in its file handles */
 	e->attr = *st;
 	e->attr_timeout = attr_timeout_of(v, n);
 	e->entry_timeout = v->entry_timeout;
@@ -105,6 +106,72 @@ static int lookup_spelling(struct req *q, struct held *p, const char *name,
 	return rc;
 }
 
+static bool is_subdir_view(const struct sfs_view *v)
+{
+	return strcmp(v->opts.subdir, "/") != 0;
+}
+
+/* A descriptor of what "." or ".." of node id ino is, or -errno. */
+static int open_export(struct req *q, fuse_ino_t ino, bool dot)
+{
+	struct sfs_view *v = q->r.view;
+	struct sfs_node *n = sfs_node_of(v, ino);
+	int nfd, fd;
+
+	if (!n) {
+		/* a node the daemon forgot: its id is its file handle (inode.h) */
+		if (!dot || is_subdir_view(v))
+			return -ESTALE;
+		sfs_priv_begin(SFS_PRIV_SEARCH);
+		fd = sfs_node_id_open(ino, v->svc->fdc.mount_fd, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		fd = fd < 0 ? -errno : fd;
+		sfs_priv_end();
+		return fd;
+	}
+	if ((nfd = sfs_fd_get(&v->svc->fdc, n)) < 0)
+		return nfd;
+	if (dot || n == v->root) { /* and ".." of the root is the root, as in the VFS */
+		fd = fcntl(nfd, F_DUPFD_CLOEXEC, 0);
+		fd = fd < 0 ? -errno : fd;
+	} else
+		fd = BACKING(&q->r, openat(nfd, "..", O_PATH | O_NOFOLLOW | O_CLOEXEC));
+	sfs_fd_put(&v->svc->fdc, n);
+	return fd;
+}
+
+/* LOOKUP of "." and "..", which only the kernel's export operations send: "." when it decodes
+ * a file handle whose inode it has dropped, ".." when it connects a decoded directory to its
+ * parent. A subdir view answers only with its root and the nodes its kernel already holds, so
+ * that no handle reaches outside the subtree. */
+static int lookup_export(struct req *q, fuse_ino_t ino, const char *name, struct fuse_entry_param *e)
+{
+	struct sfs_view *v = q->r.view;
+	bool dot = strcmp(name, ".") == 0;
+	struct sfs_node *known;
+	struct stat st;
+	int fd = open_export(q, ino, dot), rc;
+
+	if (fd < 0)
+		return fd == -ENOENT ? -ESTALE : fd;
+	if ((rc = stat_fd(fd, &st))) {
+		close(fd);
+		return rc;
+	}
+	known = sfs_itab_find(&v->svc->itab, st.st_dev, st.st_ino);
+	if (is_subdir_view(v) && known != v->root &&
+	    !(known && sfs_itab_held_by(&v->svc->itab, known, v->slot))) {
+		close(fd);
+		return -ESTALE;
+	}
+	if ((rc = entry_from_fd(v, NULL, fd, e)))
+		return rc;
+	if (dot && e->ino != ino) { /* another object under that number now */
+		forget_one(v, e->ino);
+		return -ESTALE;
+	}
+	return 0;
+}
+
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fuse_entry_param e;
@@ -113,6 +180,12 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct req q;
 	int rc;
 
+	if (!strcmp(name, ".") || !strcmp(name, "..")) {
+		if (!(rc = req_begin(&q, req)))
+			rc = lookup_export(&q, parent, name, &e);
+		req_reply_entry(&q, rc, &e);
+		return;
+	}
 	if (!(rc = req_begin(&q, req)) && !(rc = valid_name(name) ? 0 : -ENOENT) &&
 	    !(rc = req_hold(&q, parent, &p)) &&
 	    !(rc = sfs_policy_name(q.r.view, p->node, name, false))) {

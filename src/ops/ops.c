@@ -10,7 +10,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_write = 1u << 20;
 	if (conn->capable & FUSE_CAP_SPLICE_READ)
 		conn->want |= FUSE_CAP_SPLICE_READ;
-	conn->want &= ~FUSE_CAP_EXPORT_SUPPORT;
+	/* node ids are file handles, found again after the daemon forgot them (inode.h) */
+	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
+		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
 	sfs_policy_init(v, conn);
 }
 

@@ -1,0 +1,84 @@
+#!/bin/bash
+# File handles (contract §4.2): a view's node ids are the backing's file handles, so a handle
+# taken with name_to_handle_at opens with open_by_handle_at after the kernel has dropped the
+# inode and the daemon has forgotten the node, as on native ext4 (xfstests generic/426,
+# 467, 477, 756, 777); a subdir view answers no handle for what lies outside its subtree.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+HANDLES=$SFS_TEST_DIR/handles.py
+
+handle_of() { "$PY" "$HANDLES" encode "$1"; }
+read_by_handle() { "$PY" "$HANDLES" read "$1" "$2"; }   # MOUNTPOINT HANDLE
+list_by_handle() { "$PY" "$HANDLES" list "$1" "$2"; }   # MOUNTPOINT HANDLE
+
+# forget_all MOUNTPOINT: the kernel drops unused dentries and inodes, and its FORGETs reach the
+# daemon; waits until the daemon holds no more than the view's root and the backing's.
+forget_all() {
+	sync
+	echo 2 >/proc/sys/vm/drop_caches
+	wait_until 5 _daemon_nodes_at_most "$1" 2 || log "the daemon still holds $(daemon_field "$1" .cache.inodes) nodes"
+}
+_daemon_nodes_at_most() { (($(daemon_field "$1" .cache.inodes) <= $2)); }
+
+_make_tree() { # DIR: d/f (hello), d/sub/g (deep), e/h (outside)
+	mkdir -p "$1/d/sub" "$1/e" && echo hello >"$1/d/f" && echo deep >"$1/d/sub/g" &&
+		echo outside >"$1/e/h" || die "making the tree in $1"
+}
+
+test_export_handles_open_after_the_daemon_forgot() {
+	new_source exp
+	native_ref
+	_make_tree "$REF"
+	local V=$T_DIR/v W=$T_DIR/w hf hd hsub nf nd
+	view acl "$LOOP" "$V"
+	_make_tree "$V"
+	hf=$(handle_of "$V/d/f") && hd=$(handle_of "$V/d") && hsub=$(handle_of "$V/d/sub") ||
+		die "name_to_handle_at in the view"
+	nf=$(handle_of "$REF/d/f") && nd=$(handle_of "$REF/d") || die "name_to_handle_at on ext4"
+	sync
+	echo 2 >/proc/sys/vm/drop_caches
+	assert_eq "hello" "$(read_by_handle "$REF" "$nf")" "native: the file opens by handle"
+	assert_eq "f sub" "$(list_by_handle "$REF" "$nd")" "native: the directory opens by handle"
+
+	forget_all "$V"
+	assert_ok _daemon_nodes_at_most "$V" 2
+	assert_eq "hello" "$(read_by_handle "$V" "$hf")" "view: the file opens by handle, as native"
+	assert_eq "f sub" "$(list_by_handle "$V" "$hd")" "view: the directory opens by handle, as native"
+	# a directory the kernel must connect to the root again, two levels down ("..")
+	forget_all "$V"
+	assert_eq "g" "$(list_by_handle "$V" "$hsub")" "view: a deeper directory opens by handle"
+	# the node ids are the backing's: another view of the source takes the same handles
+	view acl "$LOOP" "$W"
+	assert_eq "hello" "$(read_by_handle "$W" "$hf")" "another view opens the first view's handle"
+
+	rm "$V/d/f"
+	rm "$REF/d/f"
+	forget_all "$V"
+	assert_eq "ESTALE" "$(read_by_handle "$REF" "$nf")" "native: a removed file's handle is stale"
+	assert_eq "ESTALE" "$(read_by_handle "$V" "$hf")" "view: a removed file's handle is stale, as native"
+	# its inode number, used again by a new file, does not make the old handle work
+	echo new >"$V/d/f2"
+	assert_eq "ESTALE" "$(read_by_handle "$V" "$hf")" "view: still stale after a new file"
+}
+
+test_export_subdir_view_answers_nothing_outside() {
+	new_source exp
+	local V=$T_DIR/v S=$T_DIR/s hout hin fd_keep
+	view acl "$LOOP" "$V"
+	_make_tree "$V"
+	view acl,subdir=/d "$LOOP" "$S"
+	hout=$(handle_of "$V/e/h") || die "name_to_handle_at in the whole view"
+	hin=$(handle_of "$S/f") || die "name_to_handle_at in the subdir view"
+	assert_eq "ESTALE" "$(read_by_handle "$S" "$hout")" "outside the subtree, known to the daemon"
+	exec {fd_keep}<"$S/f"
+	assert_eq "hello" "$(read_by_handle "$S" "$hin")" "inside, while the view's kernel holds it"
+	exec {fd_keep}<&-
+	sfs_umount "$V" || die "unmounting the whole view"
+	forget_all "$S"
+	assert_eq "ESTALE" "$(read_by_handle "$S" "$hout")" "outside the subtree, forgotten"
+	# the documented limit: a subdir view cannot tell a forgotten file's place in the tree
+	assert_eq "ESTALE" "$(read_by_handle "$S" "$hin")" "inside but forgotten: stale (strictfs(8))"
+	assert_eq "hello" "$(cat "$S/f")" "the file itself is still there"
+}
+
+[[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"
