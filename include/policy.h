@@ -87,6 +87,10 @@ struct sfs_policy {
 	/* Why the view's open files must take the daemon path instead of the kernel's
 	 * passthrough (the daemon must see their data), or NULL. */
 	const char *(*no_passthrough)(const struct sfs_view *v);
+	/* Whether the view may answer with the object open as fd (stat st), reached by a file
+	 * handle rather than a name (LOOKUP of "." or ".." from the kernel's export
+	 * operations): 0 or -ESTALE. */
+	int (*reach)(const struct sfs_view *v, int fd, const struct stat *st);
 };
 
 extern const struct sfs_policy sfs_policy_acl;
@@ -123,6 +127,7 @@ unsigned sfs_policy_mount_attrs(const struct sfs_opts *o);
 enum sfs_cache_use sfs_policy_open_cache(const struct sfs_view *v, const struct stat *st);
 int sfs_policy_backing_flags(const struct sfs_view *v, int flags);
 bool sfs_policy_limits(const struct sfs_view *v);
+int sfs_policy_reach(const struct sfs_view *v, int fd, const struct stat *st);
 const char *sfs_policy_no_passthrough(const struct sfs_view *v);
 
 #endif

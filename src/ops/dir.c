@@ -106,11 +106,6 @@ static int lookup_spelling(struct req *q, struct held *p, const char *name,
 	return rc;
 }
 
-static bool is_subdir_view(const struct sfs_view *v)
-{
-	return strcmp(v->opts.subdir, "/") != 0;
-}
-
 /* A descriptor of what "." or ".." of node id ino is, or -errno. */
 static int open_export(struct req *q, fuse_ino_t ino, bool dot)
 {
@@ -120,7 +115,7 @@ static int open_export(struct req *q, fuse_ino_t ino, bool dot)
 
 	if (!n) {
 		/* a node the daemon forgot: its id is its file handle (inode.h) */
-		if (!dot || is_subdir_view(v))
+		if (!dot)
 			return -ESTALE;
 		sfs_priv_begin(SFS_PRIV_SEARCH);
 		fd = sfs_node_id_open(ino, v->svc->fdc.mount_fd, O_PATH | O_NOFOLLOW | O_CLOEXEC);
@@ -141,13 +136,12 @@ static int open_export(struct req *q, fuse_ino_t ino, bool dot)
 
 /* LOOKUP of "." and "..", which only the kernel's export operations send: "." when it decodes
  * a file handle whose inode it has dropped, ".." when it connects a decoded directory to its
- * parent. A subdir view answers only with its root and the nodes its kernel already holds, so
- * that no handle reaches outside the subtree. */
+ * parent. What a handle may reach is the view's policy (confine: not outside a subdir view's
+ * tree, never the admin state). */
 static int lookup_export(struct req *q, fuse_ino_t ino, const char *name, struct fuse_entry_param *e)
 {
 	struct sfs_view *v = q->r.view;
 	bool dot = strcmp(name, ".") == 0;
-	struct sfs_node *known;
 	struct stat st;
 	int fd = open_export(q, ino, dot), rc;
 
@@ -157,11 +151,9 @@ static int lookup_export(struct req *q, fuse_ino_t ino, const char *name, struct
 		close(fd);
 		return rc;
 	}
-	known = sfs_itab_find(&v->svc->itab, st.st_dev, st.st_ino);
-	if (is_subdir_view(v) && known != v->root &&
-	    !(known && sfs_itab_held_by(&v->svc->itab, known, v->slot))) {
+	if ((rc = sfs_policy_reach(v, fd, &st))) {
 		close(fd);
-		return -ESTALE;
+		return rc;
 	}
 	if ((rc = entry_from_fd(v, NULL, fd, e)))
 		return rc;

@@ -4,11 +4,18 @@
  * reaches the disk either: no atime), the
  * admin state /.strictfs at the backing root is invisible and cannot be created (contract §3.5).
  * subdir= is the view's root node, chosen when the view is added (daemon.c): the kernel
- * resolves ".." and symlinks itself and never asks the daemon to leave the root. */
+ * resolves ".." and symlinks itself and never asks the daemon to leave the root by a name.
+ * A file handle can name anything on the backing, so what a handle reaches is checked here
+ * (contract §4.2). */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/mount.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "backing.h"
+#include "creds.h"
 #include "services.h"
 #include "view.h"
 #include "policy.h"
@@ -37,10 +44,88 @@ static bool confine_dirent_visible(const struct sfs_view *v, const struct sfs_no
 	return !sfs_is_admin_entry(v->svc, dir, name);
 }
 
+static bool same_object(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/* Whether a directory, or one of its ancestors, is adm. Bounded: a tree deeper than that is
+ * treated as inside. */
+static bool below(int fd, const struct stat *adm, ino_t root_ino)
+{
+	struct stat cur;
+	int cfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+
+	for (int depth = 0; cfd >= 0 && depth < 4096; depth++) {
+		int up;
+		if (fstat(cfd, &cur) < 0 || same_object(&cur, adm))
+			break;
+		if (cur.st_ino == root_ino) {
+			close(cfd);
+			return false;
+		}
+		up = openat(cfd, "..", O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		close(cfd);
+		cfd = up;
+	}
+	if (cfd >= 0)
+		close(cfd);
+	return true;
+}
+
+/* Whether the object is the admin state /.strictfs, an entry of it, or a directory below it
+ * (strictfs puts only files there, so that is all there can be). */
+static bool in_admin_state(const struct sfs_view *v, int fd, const struct stat *st)
+{
+	struct stat adm;
+	bool inside = false;
+	struct dirent *de;
+	DIR *d;
+	int dfd;
+
+	sfs_priv_begin(SFS_PRIV_SEARCH);
+	dfd = openat(v->svc->backing->root_fd, ".strictfs",
+	             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0) {
+		sfs_priv_end();
+		return errno != ENOENT; /* none yet; or unknowable, and then refused */
+	}
+	if (fstat(dfd, &adm) < 0) {
+		inside = true;
+	} else if (S_ISDIR(st->st_mode)) {
+		inside = below(fd, &adm, v->svc->root_ino);
+	} else if ((d = fdopendir(dfd))) {
+		while (!inside && (de = readdir(d)))
+			inside = de->d_ino == st->st_ino;
+		closedir(d);
+		dfd = -1;
+	} else {
+		inside = true;
+	}
+	if (dfd >= 0)
+		close(dfd);
+	sfs_priv_end();
+	return inside;
+}
+
+static int confine_reach(const struct sfs_view *v, int fd, const struct stat *st)
+{
+	struct sfs_itab *t = &v->svc->itab;
+	struct sfs_node *known = sfs_itab_find(t, st->st_dev, st->st_ino);
+
+	/* a subdir view cannot tell where a file it does not hold lies: only its root and what
+	 * its kernel holds, which it reached by names within the tree */
+	if (strcmp(v->opts.subdir, "/") && known != v->root &&
+	    !(known && sfs_itab_held_by(t, known, v->slot)))
+		return -ESTALE;
+	return in_admin_state(v, fd, st) ? -ESTALE : 0;
+}
+
 const struct sfs_policy sfs_policy_confine = {
 	.name = "confine",
 	.modify = confine_modify,
 	.mount_attrs = confine_mount_attrs,
 	.name_check = confine_name,
 	.dirent_visible = confine_dirent_visible,
+	.reach = confine_reach,
 };

@@ -113,6 +113,16 @@ bool sfs_policy_limits(const struct sfs_view *v)
 	return false;
 }
 
+int sfs_policy_reach(const struct sfs_view *v, int fd, const struct stat *st)
+{
+	EACH(p) {
+		int rc = (*p)->reach ? (*p)->reach(v, fd, st) : 0;
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 const char *sfs_policy_no_passthrough(const struct sfs_view *v)
 {
 	EACH(p) if ((*p)->no_passthrough && (*p)->no_passthrough(v)) return (*p)->no_passthrough(v);

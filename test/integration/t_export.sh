@@ -2,7 +2,8 @@
 # File handles (contract §4.2): a view's node ids are the backing's file handles, so a handle
 # taken with name_to_handle_at opens with open_by_handle_at after the kernel has dropped the
 # inode and the daemon has forgotten the node, as on native ext4 (xfstests generic/426,
-# 467, 477, 756, 777); a subdir view answers no handle for what lies outside its subtree.
+# 467, 477, 756, 777); a subdir view answers no handle for what lies outside its subtree, and
+# no view one of the admin state /.strictfs.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 HANDLES=$SFS_TEST_DIR/handles.py
@@ -79,6 +80,33 @@ test_export_subdir_view_answers_nothing_outside() {
 	# the documented limit: a subdir view cannot tell a forgotten file's place in the tree
 	assert_eq "ESTALE" "$(read_by_handle "$S" "$hin")" "inside but forgotten: stale (strictfs(8))"
 	assert_eq "hello" "$(cat "$S/f")" "the file itself is still there"
+}
+
+# fuse_handle DEVICE PATH: the handle a view's kernel gives the backing's PATH (the node id is
+# generation << 32 | ino, then the generation: fs/fuse/inode.c fuse_encode_fh), read with
+# debugfs, for objects no view can name.
+fuse_handle() {
+	local ino gen
+	read -r ino gen < <(debugfs -R "stat $2" "$1" 2>/dev/null |
+		awk '/^Inode:/ { i = $2 } /^Generation:/ { g = $2 } END { print i, g }')
+	[[ -n $ino && -n $gen ]] || die "debugfs: no inode for $2 on $1"
+	"$PY" -c 'import struct, sys; g, i = int(sys.argv[1]), int(sys.argv[2]); print("129:" + struct.pack("<III", g, i, g).hex())' "$gen" "$ino"
+}
+
+test_export_admin_state_unreachable_by_handle() {
+	new_source exp
+	local V=$T_DIR/v hq hd hf
+	view acl,quota "$LOOP" "$V"
+	mkdir "$V/d" && echo visible >"$V/d/f" || die "writing in the view"
+	"$STRICTFS" quota set "$LOOP" -u root --bhard 100M || die "strictfs quota set"
+	sync
+	hq=$(fuse_handle "$LOOP" /.strictfs/quota) && hd=$(fuse_handle "$LOOP" /.strictfs) &&
+		hf=$(fuse_handle "$LOOP" /d/f) || die "crafting handles"
+	assert_eq "$hf" "$(handle_of "$V/d/f")" "a crafted handle is the one the view gives"
+	forget_all "$V"
+	assert_eq "visible" "$(read_by_handle "$V" "$hf")" "a crafted handle of a file opens"
+	assert_eq "ESTALE" "$(read_by_handle "$V" "$hq")" "the quota state file: stale, as /.strictfs is invisible"
+	assert_eq "ESTALE" "$(list_by_handle "$V" "$hd")" "the admin state directory: stale"
 }
 
 [[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"
