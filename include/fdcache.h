@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "list.h"
 
@@ -26,6 +27,11 @@ void sfs_fdcache_init(struct sfs_fdcache *c, int mount_fd, size_t limit);
  * backing object is gone). */
 int sfs_fd_get(struct sfs_fdcache *c, struct sfs_node *n);
 void sfs_fd_put(struct sfs_fdcache *c, struct sfs_node *n);
+
+/* A new O_PATH descriptor of the object node id names (inode.h), opened by handle relative to
+ * the cache's mount with CAP_DAC_READ_SEARCH raised for the call; or -errno (-ESTALE when the
+ * object is gone). */
+int sfs_fd_open_id(struct sfs_fdcache *c, uint64_t id);
 
 /* Whether the node's descriptor is open now (it keeps the backing inode, and so its
  * number, alive). */

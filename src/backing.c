@@ -294,23 +294,24 @@ static int clone_existing(struct sfs_backing *b, char *err, size_t errlen)
 	return 0;
 }
 
-/* A detached mount appears in no mount table; a child in a private namespace attaches a
- * clone of it and reads the superblock's options from its own mountinfo (doc/kernel.md §2). */
 /* The child's answer on the pipe: the options, or '!' and why it could not read them (options
  * never start with '!'). */
-_Noreturn static void probe_failed(int out, const char *what, int err)
+_Noreturn static void probe_refused(int out, const char *why)
 {
 	char msg[200];
-	int n;
+	int n = snprintf(msg, sizeof(msg), "!%s", why);
 
-	if (err == EINVAL && strcmp(what, "make / private") == 0)
-		n = snprintf(msg, sizeof(msg), "!/ is not a mount point here (a chroot?), so the probe "
-		             "cannot keep its mount private");
-	else
-		n = snprintf(msg, sizeof(msg), "!cannot %s: %s", what, strerror(err));
 	if (write(out, msg, n) < 0)
 		_exit(1);
 	_exit(1);
+}
+
+_Noreturn static void probe_failed(int out, const char *what, int err)
+{
+	char why[160];
+
+	snprintf(why, sizeof(why), "cannot %s: %s", what, strerror(err));
+	probe_refused(out, why);
 }
 
 /* The options the kernel gave the superblock, read from mountinfo in a private namespace where
@@ -324,8 +325,12 @@ _Noreturn static void probe_child(struct sfs_backing *b, const char *probe_dir, 
 
 	if (unshare(CLONE_NEWNS) < 0)
 		probe_failed(out, "enter a new mount namespace", errno);
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+		if (errno == EINVAL)
+			probe_refused(out, "/ is not a mount point here (a chroot?), so the probe "
+			                   "cannot keep its mount private");
 		probe_failed(out, "make / private", errno);
+	}
 	c = open_tree(b->root_fd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH | OPEN_TREE_CLOEXEC);
 	if (c < 0 || move_mount(c, "", AT_FDCWD, probe_dir, MOVE_MOUNT_F_EMPTY_PATH) < 0)
 		probe_failed(out, "attach a copy of the backing", errno);
@@ -339,7 +344,9 @@ _Noreturn static void probe_child(struct sfs_backing *b, const char *probe_dir, 
 	_exit(0);
 }
 
-/* 0, or -errno with why in err */
+/* A detached mount appears in no mount table; a child in a private namespace attaches a
+ * clone of it and reads the superblock's options from its own mountinfo (doc/kernel.md §2).
+ * 0, or -EIO with why in err. */
 static int read_back_options(struct sfs_backing *b, const char *probe_dir, char *err,
                              size_t errlen)
 {

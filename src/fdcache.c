@@ -65,15 +65,15 @@ void sfs_fdcache_offer(struct sfs_fdcache *c, struct sfs_node *n, int fd)
 		close(victims[--k]);
 }
 
-static int open_handle(struct sfs_fdcache *c, struct sfs_node *n)
+int sfs_fd_open_id(struct sfs_fdcache *c, uint64_t id)
 {
 	int fd;
 
 	/* open_by_handle_at needs CAP_DAC_READ_SEARCH, which the caller's fsuid dropped. */
 	sfs_priv_begin(SFS_PRIV_SEARCH);
-	fd = sfs_node_open(n, c->mount_fd, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	fd = sfs_node_id_open(id, c->mount_fd, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		fd = -errno;
+		fd = errno == ENOENT ? -ESTALE : -errno;
 	sfs_priv_end();
 	return fd;
 }
@@ -94,9 +94,9 @@ int sfs_fd_get(struct sfs_fdcache *c, struct sfs_node *n)
 	}
 	pthread_mutex_unlock(&c->lock);
 
-	fd = open_handle(c, n);
+	fd = sfs_fd_open_id(c, n->id);
 	if (fd < 0)
-		return fd == -ENOENT ? -ESTALE : fd;
+		return fd;
 
 	pthread_mutex_lock(&c->lock);
 	if (n->fd >= 0) {

@@ -29,9 +29,27 @@ static void fill_entry(struct sfs_view *v, struct sfs_node *n, const struct stat
 	e->entry_timeout = v->entry_timeout;
 }
 
-int entry_from_fd(struct sfs_view *v, struct sfs_node *parent, int fd, struct fuse_entry_param *e)
+/* entry_from_fd for a descriptor already stat'ed; takes ownership of fd. */
+static int entry_from_stat(struct sfs_view *v, struct sfs_node *parent, int fd,
+                           const struct stat *st, struct fuse_entry_param *e)
 {
 	struct sfs_node *n;
+	int rc;
+
+	if (st->st_dev != v->svc->backing->fs_dev) {
+		close(fd); /* nothing is mounted inside a detached backing; refuse if it were */
+		return -EXDEV;
+	}
+	rc = sfs_itab_get(&v->svc->itab, &v->svc->fdc, fd, st, v->slot, &n);
+	if (rc)
+		return rc;
+	sfs_quota_placed(n, parent);
+	fill_entry(v, n, st, e);
+	return 0;
+}
+
+int entry_from_fd(struct sfs_view *v, struct sfs_node *parent, int fd, struct fuse_entry_param *e)
+{
 	struct stat st;
 	int rc = stat_fd(fd, &st);
 
@@ -39,16 +57,7 @@ int entry_from_fd(struct sfs_view *v, struct sfs_node *parent, int fd, struct fu
 		close(fd);
 		return rc;
 	}
-	if (st.st_dev != v->svc->backing->fs_dev) {
-		close(fd); /* nothing is mounted inside a detached backing; refuse if it were */
-		return -EXDEV;
-	}
-	rc = sfs_itab_get(&v->svc->itab, &v->svc->fdc, fd, &st, v->slot, &n);
-	if (rc)
-		return rc;
-	sfs_quota_placed(n, parent);
-	fill_entry(v, n, &st, e);
-	return 0;
+	return entry_from_stat(v, parent, fd, &st, e);
 }
 
 static int lookup_at(struct req *q, struct sfs_node *dir, int dirfd, const char *name,
@@ -113,16 +122,8 @@ static int open_export(struct req *q, fuse_ino_t ino, bool dot)
 	struct sfs_node *n = sfs_node_of(v, ino);
 	int nfd, fd;
 
-	if (!n) {
-		/* a node the daemon forgot: its id is its file handle (inode.h) */
-		if (!dot)
-			return -ESTALE;
-		sfs_priv_begin(SFS_PRIV_SEARCH);
-		fd = sfs_node_id_open(ino, v->svc->fdc.mount_fd, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-		fd = fd < 0 ? -errno : fd;
-		sfs_priv_end();
-		return fd;
-	}
+	if (!n) /* a node the daemon forgot: its id is its file handle (inode.h) */
+		return dot ? sfs_fd_open_id(&v->svc->fdc, ino) : -ESTALE;
 	if ((nfd = sfs_fd_get(&v->svc->fdc, n)) < 0)
 		return nfd;
 	if (dot || n == v->root) { /* and ".." of the root is the root, as in the VFS */
@@ -155,7 +156,7 @@ static int lookup_export(struct req *q, fuse_ino_t ino, const char *name, struct
 		close(fd);
 		return rc;
 	}
-	if ((rc = entry_from_fd(v, NULL, fd, e)))
+	if ((rc = entry_from_stat(v, NULL, fd, &st, e)))
 		return rc;
 	if (dot && e->ino != ino) { /* another object under that number now */
 		forget_one(v, e->ino);
