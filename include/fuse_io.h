@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fuse_uring.h"
+
 /* Why a view's requests do not come through io_uring. */
 enum sfs_uring_state {
 	SFS_URING_PENDING,             /* no INIT yet */
@@ -43,6 +45,14 @@ struct sfs_fuse_io {
 	_Atomic uint64_t offered;      /* the INIT flags the kernel offered (flags2 above bit 32) */
 	bool want_passthrough;         /* set before the session starts */
 	atomic_bool passthrough;       /* negotiated: backing files may be handed over */
+	/* The kernel's INIT request as read, kept for a successor, which replays it to its own
+	 * session (sfs_fuse_io_replay_init). on_init is told before the reply goes out. */
+	unsigned char init_req[256];
+	size_t init_len;
+	void (*on_init)(struct sfs_fuse_io *io);
+	bool replaying;                /* the INIT reply is libfuse's to make, not the kernel's to get */
+	struct sfs_uring_area area;    /* the io_uring entries' buffers (fd -1: none) */
+	struct sfs_uring_area inherit; /* a successor's: the predecessor's (fd -1: none) */
 };
 
 struct fuse_session;
@@ -69,6 +79,16 @@ unsigned sfs_fuse_io_uring_queues(struct sfs_fuse_io *io);
  * or -errno (EPERM without CAP_SYS_ADMIN, EOPNOTSUPP where the kernel has no passthrough). */
 int sfs_fuse_io_backing_open(struct sfs_fuse_io *io, int fd);
 void sfs_fuse_io_backing_close(struct sfs_fuse_io *io, int id);
+
+/* A successor's session for a connection its predecessor started: libfuse processes the
+ * kernel's INIT request again (init, len: as the predecessor read it), and the reply, which
+ * the kernel already has, is not sent; io_uring entries are registered anew. Returns 0 or
+ * -errno. */
+int sfs_fuse_io_replay_init(struct sfs_fuse_io *io, const void *init, size_t len);
+
+/* Asks the kernel to send again every request the connection's previous server read and never
+ * answered (FUSE_NOTIFY_RESEND, doc/kernel.md §4.11). Returns 0 or -errno. */
+int sfs_fuse_io_resend(struct sfs_fuse_io *io);
 
 /* The next OPEN or CREATE reply this thread sends hands backing id over (FOPEN_PASSTHROUGH),
  * instead of any page-cache flag. 0 sends it as libfuse made it. */

@@ -24,12 +24,34 @@
 struct fuse_session;
 struct sfs_fuse_uring;
 
+/* Where the entries' buffers are: one memfd, mapped at base, an entry every region bytes.
+ * The kernel keeps the buffers' addresses from the registration and copies a request in and
+ * its reply out at those addresses of whichever process commits, so a successor daemon maps
+ * its predecessor's area at the same address: there it finds the requests the predecessor had
+ * taken and not answered (no FUSE_NOTIFY_RESEND covers those, doc/kernel.md §4.11), answers
+ * them, and goes on with the same entries. */
+struct sfs_uring_area {
+	int fd;
+	uint64_t base;
+	uint64_t region;
+	uint32_t entries;
+};
+
 /* Sets up, before the INIT reply offers io_uring, everything that could fail: a ring, a
  * buffer and a waiting thread per entry, for every possible CPU. payload is the kernel's
- * max(8 KiB, max_write, max_pages pages). NULL with errno set if any of it fails: the reply
- * must then not ask for io_uring. */
+ * max(8 KiB, max_write, max_pages pages). A successor passes its predecessor's area (else
+ * NULL). NULL with errno set if any of it fails: the reply must then not ask for io_uring. */
 struct sfs_fuse_uring *sfs_fuse_uring_prepare(struct fuse_session *se, int fuse_fd,
-                                              size_t payload);
+                                              size_t payload, const struct sfs_uring_area *from);
+
+/* The area of u, for the state a successor takes over. */
+void sfs_fuse_uring_area(const struct sfs_fuse_uring *u, struct sfs_uring_area *out);
+
+/* Requests that reached a queue while it had no entry wait for the next request on that
+ * queue (the kernel hands them out only when an entry commits or a request arrives): after a
+ * takeover, a request from each CPU at mountpoint, in the mount namespace nsfd, wakes them,
+ * once every entry serves. It blocks its thread while it waits. */
+void sfs_fuse_uring_poke(struct sfs_fuse_uring *u, int nsfd, const char *mountpoint);
 
 /* The INIT reply asking for io_uring has been accepted: the entries register and serve. */
 void sfs_fuse_uring_start(struct sfs_fuse_uring *u);

@@ -74,8 +74,11 @@ struct sfs_itab_hooks {
 	void *arg;
 };
 
+struct sfs_handover;
+
 struct sfs_itab {
 	struct sfs_itab_hooks hooks;
+	struct sfs_handover *ho;     /* where lookup counts are kept for a successor, or NULL */
 	pthread_mutex_t lock;        /* lock order: table lock, then fd cache lock */
 	struct sfs_node **buckets;
 	size_t nbuckets;
@@ -91,6 +94,9 @@ void sfs_itab_destroy(struct sfs_itab *t, struct sfs_fdcache *c);
 /* Finds or creates the node of the backing object open as fd (O_PATH) with stat st, and
  * counts one lookup by view (or pins it when view is SFS_PIN). Takes ownership of fd. */
 #define SFS_PIN UINT32_MAX
+/* view for a node a successor takes over: it gets the lookups its predecessor counted, and
+ * none more (a kernel's request named it by id; see sfs_itab_inherited) */
+#define SFS_ADOPT (UINT32_MAX - 1)
 int sfs_itab_get(struct sfs_itab *t, struct sfs_fdcache *c, int fd, const struct stat *st,
                  uint32_t view, struct sfs_node **out);
 
@@ -104,6 +110,14 @@ struct sfs_node *sfs_itab_find_id(struct sfs_itab *t, uint64_t id);
 /* Drops n lookups of view (FORGET); frees the node when no view and no pin holds it. */
 void sfs_itab_forget(struct sfs_itab *t, struct sfs_fdcache *c, struct sfs_node *node,
                      uint32_t view, uint64_t n);
+/* The same for a node id the table may not have: a predecessor's count of it is dropped. */
+void sfs_itab_forget_id(struct sfs_itab *t, struct sfs_fdcache *c, uint64_t id, uint32_t view,
+                        uint64_t n);
+
+/* Whether a predecessor daemon counted a lookup of id by view that no node holds yet: the
+ * view's kernel knows the id, so a request naming it may have the node made again. */
+bool sfs_itab_inherited(struct sfs_itab *t, uint64_t id, uint32_t view);
+
 void sfs_itab_unpin(struct sfs_itab *t, struct sfs_fdcache *c, struct sfs_node *node);
 
 /* Drops every lookup a view held (the view is gone and will send no FORGET). */

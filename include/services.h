@@ -19,6 +19,7 @@
 #include "registry.h"
 
 struct sfs_coherence;
+struct sfs_handover;
 struct sfs_foldcache;
 
 /* The spellings casefold views let the kernel cache that are no backing name (names.c). */
@@ -39,6 +40,7 @@ struct sfs_services {
 	struct sfs_foldcache *folds;       /* fold indexes of directories (names.h) */
 	struct sfs_spellings spellings;    /* casefold spellings kernels may cache (names.h) */
 	struct sfs_coherence *coh;         /* notices to the other views (coherence.h) */
+	struct sfs_handover *ho;           /* what a successor takes over (handover.h) */
 	/* A native mount of the device writes behind the daemon's back: no cache of the
 	 * backing's names is exact then (contract §3.2). */
 	atomic_bool shared;

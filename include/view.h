@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "inode.h"
 #include "list.h"
@@ -36,6 +37,8 @@ struct sfs_view {
 	ino_t ns_ino;
 	pthread_t thread;
 	bool thread_started;
+	pthread_t poke;                 /* a successor's wake-up of its io_uring queues */
+	bool poke_started;
 	atomic_bool ended;              /* the session loop returned (unmounted or aborted) */
 	atomic_ullong requests;
 	atomic_int open_files;
@@ -63,9 +66,27 @@ void sfs_view_close_files(struct sfs_view *v);
 struct sfs_node *sfs_node_of(const struct sfs_view *v, fuse_ino_t ino);
 fuse_ino_t sfs_ino_of(const struct sfs_view *v, const struct sfs_node *n);
 
+/* A successor's: the node of a predecessor's open file (fd, with stat st), which must be id;
+ * it gets the lookups counted for it. NULL if it is not. */
+struct sfs_node *sfs_view_adopt_node(struct sfs_view *v, int fd, const struct stat *st,
+                                     uint64_t id);
+
+/* A successor takes over a predecessor's open file or directory record (handover.h) at the
+ * same slot, so the kernel's fh goes on naming it. Returns 0 or -errno (the record is then
+ * not the descriptor's, or its node is gone). */
+struct sfs_ho_file;
+int sfs_view_adopt_file(struct sfs_view *v, uint32_t slot, const struct sfs_ho_file *rec);
+int sfs_view_adopt_dir(struct sfs_view *v, uint32_t slot, const struct sfs_ho_file *rec);
+
 /* Creates the session for an already-mounted /dev/fuse descriptor and starts serving it.
- * Takes ownership of fuse_fd. Returns 0 or -errno. */
-int sfs_view_start(struct sfs_view *v, int fuse_fd);
+ * Takes ownership of fuse_fd. A successor passes its predecessor's record of the view (else
+ * NULL): the session takes the kernel's INIT request the predecessor read as its own, starts,
+ * and asks the kernel for the requests nobody answered. Returns 0 or -errno. */
+struct sfs_ho_view;
+int sfs_view_start(struct sfs_view *v, int fuse_fd, const struct sfs_ho_view *from);
+
+/* Writes the view's record for a successor (handover.h): at its start, its INIT, a remount. */
+void sfs_view_record(struct sfs_view *v);
 
 /* Cache timeouts and page-cache keeping: long while the daemon is the backing's only writer
  * (every change is then notified), short when others write behind its back. */

@@ -358,7 +358,7 @@ static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t
 	strcpy(v->source, src);
 	sfs_view_set_caching(v, !*d->shared_with && d->backing.mode == SFS_SHARE_EXCLUSIVE);
 	sfs_pt_init(v);
-	rc = sfs_view_start(v, req->fds[0]);
+	rc = sfs_view_start(v, req->fds[0], NULL);
 	req->fds[0] = -1;
 	if (rc) {
 		sfs_errf(err, errlen, mp, "cannot start the FUSE session: %s", strerror(-rc));
@@ -367,6 +367,7 @@ static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t
 		goto fail;
 	}
 	sfs_registry_add(&d->svc.views, v);
+	sfs_view_record(v);
 	log_view(d, "view added at", v);
 	return 0;
 fail:
@@ -413,12 +414,14 @@ static int remount_view(struct sfs_daemon *d, struct sfs_msg *req, unsigned long
 		return rc;
 	v->opts = o;
 	atomic_store(&v->open_mnt, mnt);
+	sfs_view_record(v);
 	log_view(d, "view remounted at", v);
 	return 0;
 }
 
 static void drop_view(struct sfs_daemon *d, struct sfs_view *v)
 {
+	sfs_ho_drop_view(&d->ho, v->slot);
 	sfs_registry_remove(&d->svc.views, v);
 	sfs_view_finish(v);
 	sfs_view_close_files(v);
@@ -820,7 +823,7 @@ static void check_shared(struct sfs_daemon *d)
 
 /* The daemon lives in the mount namespace of the command that first mounted its source,
  * perhaps a container's, and its presence keeps that namespace alive. When no other process
- * is left in it, nobody can reach the views mounted there any more: they are unmounted, as
+ * (its keeper aside) is left in it, nobody can reach the views mounted there any more: they are unmounted, as
  * the namespace's end would have done. */
 static void unmount_unreachable_views(struct sfs_daemon *d)
 {
@@ -835,7 +838,8 @@ static void unmount_unreachable_views(struct sfs_daemon *d)
 	while (alone && (de = readdir(proc))) {
 		char path[300];
 		struct stat st;
-		if (de->d_name[0] < '0' || de->d_name[0] > '9' || atoi(de->d_name) == getpid())
+		pid_t pid = atoi(de->d_name);
+		if (de->d_name[0] < '0' || de->d_name[0] > '9' || pid == getpid() || pid == d->keeper.pid)
 			continue;
 		snprintf(path, sizeof(path), "/proc/%s/ns/mnt", de->d_name);
 		if (stat(path, &st) == 0 && st.st_ino == self.st_ino && st.st_dev == self.st_dev)
@@ -868,6 +872,8 @@ static void give_back_forgotten_nodes(struct sfs_daemon *d)
 	}
 }
 
+static int start_keeper(struct sfs_daemon *d);
+
 static void control_loop(struct sfs_daemon *d)
 {
 	long long last_check = 0;
@@ -875,13 +881,14 @@ static void control_loop(struct sfs_daemon *d)
 
 	while (!done) {
 		int busy = conns_watchdog(d, false);
-		struct pollfd pf[3] = {{busy < SFS_MAX_CONNS ? d->listen_fd : -1, POLLIN, 0},
-		                       {d->event_fd, POLLIN, 0}, {d->mountinfo_fd, POLLPRI, 0}};
+		struct pollfd pf[4] = {{busy < SFS_MAX_CONNS ? d->listen_fd : -1, POLLIN, 0},
+		                       {d->event_fd, POLLIN, 0}, {d->mountinfo_fd, POLLPRI, 0},
+		                       {d->keeper.pidfd, POLLIN, 0}};
 		int timeout = busy ? WATCHDOG_MS : sfs_registry_count(&d->svc.views) ? NAMESPACE_CHECK_MS : 200;
 		long long now;
 		uint64_t n;
 
-		if (poll(pf, 3, timeout) < 0 && errno != EINTR) {
+		if (poll(pf, 4, timeout) < 0 && errno != EINTR) {
 			pthread_mutex_lock(&d->control_lock);
 			d->closing = true;
 			pthread_mutex_unlock(&d->control_lock);
@@ -896,6 +903,10 @@ static void control_loop(struct sfs_daemon *d)
 		}
 		if (pf[2].revents & (POLLPRI | POLLERR))
 			check_shared(d);
+		if (pf[3].revents & POLLIN && sfs_keeper_gone(&d->keeper)) {
+			syslog(LOG_WARNING, "%s: the keeper was killed; starting another", d->source);
+			start_keeper(d);
+		}
 		if (pf[1].revents & POLLIN && read(d->event_fd, &n, sizeof(n)) < 0)
 			syslog(LOG_WARNING, "eventfd: %m");
 		reap_ended_views(d);
@@ -927,33 +938,14 @@ static void report_ready(int fd, const char *msg)
 	close(fd);
 }
 
-static int setup(struct sfs_daemon *d, const char *optstr, char *err, size_t errlen)
+/* The tables and threads the views share, over a backing already set up. */
+static int start_services(struct sfs_daemon *d, char *err, size_t errlen)
 {
 	struct sfs_node *root;
-	char lock[PATH_MAX];
 	struct stat st;
 	pthread_t sig;
-	pid_t other;
 	int fd, rc;
 
-	sfs_lock_path(d->key, lock, sizeof(lock));
-	d->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (d->lock_fd < 0) {
-		sfs_errf(err, errlen, lock, "%s", strerror(errno));
-		return -1;
-	}
-	if (sfs_opts_parse(optstr, &d->in_force, err, errlen))
-		return -1;
-	if ((other = sfs_daemon_pid(d->key))) {
-		/* its socket may be gone, but a second daemon would mount the backing again */
-		sfs_errf(err, errlen, d->source, "already served by strictfs daemon %d", other);
-		return -1;
-	}
-	if (sfs_backing_open(&d->backing, d->source, d->source_is_file, &d->in_force, err, errlen))
-		return -1;
-	syslog(LOG_INFO, "%s: backing %s mounted (%s, %s)", d->source, d->backing.device,
-	       d->backing.mode == SFS_SHARE_EXISTING ? "shared-existing" : "exclusive",
-	       d->backing.options);
 	const struct sfs_itab_hooks node_hooks = {
 		.created = node_created, .freed = sfs_names_node_freed, .arg = &d->svc};
 
@@ -961,6 +953,7 @@ static int setup(struct sfs_daemon *d, const char *optstr, char *err, size_t err
 		sfs_errf(err, errlen, d->source, "out of memory");
 		return -1;
 	}
+	d->svc.itab.ho = d->svc.ho = &d->ho;
 	/* open_by_handle_at wants a descriptor opened for real, not O_PATH, as its mount fd */
 	d->handle_fd = openat(d->backing.root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (d->handle_fd < 0) {
@@ -982,7 +975,7 @@ static int setup(struct sfs_daemon *d, const char *optstr, char *err, size_t err
 		sfs_errf(err, errlen, d->source, "out of memory");
 		return -1;
 	}
-	if (sfs_coh_start(&d->svc) || listen_on(d, err, errlen) < 0)
+	if (sfs_coh_start(&d->svc))
 		return -1;
 	d->mountinfo_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
 	d->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -994,10 +987,274 @@ static int setup(struct sfs_daemon *d, const char *optstr, char *err, size_t err
 	return 0;
 }
 
+static int setup(struct sfs_daemon *d, const char *optstr, char *err, size_t errlen)
+{
+	char lock[PATH_MAX];
+
+	sfs_lock_path(d->key, lock, sizeof(lock));
+	d->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (d->lock_fd < 0) {
+		sfs_errf(err, errlen, lock, "%s", strerror(errno));
+		return -1;
+	}
+	if (sfs_opts_parse(optstr, &d->in_force, err, errlen))
+		return -1;
+	if (sfs_backing_open(&d->backing, d->source, d->source_is_file, &d->in_force, err, errlen))
+		return -1;
+	syslog(LOG_INFO, "%s: backing %s mounted (%s, %s)", d->source, d->backing.device,
+	       d->backing.mode == SFS_SHARE_EXISTING ? "shared-existing" : "exclusive",
+	       d->backing.options);
+	if (start_services(d, err, errlen) || listen_on(d, err, errlen) < 0)
+		return -1;
+	return 0;
+}
+
+/* ---- views that outlive the daemon (keeper.h, handover.h) ------------------------------ */
+
+/* Crashes within this long count towards the limit; at the limit the views answer EIO. */
+#define CRASH_WINDOW_MS 60000
+#define CRASH_LIMIT 5
+
+static void record_daemon(struct sfs_daemon *d, const char *optstr)
+{
+	struct sfs_ho_daemon *r = &d->ho.daemon;
+	struct sfs_ho_backing *b = &r->backing;
+	struct stat st;
+
+	sfs_strlcpy(r->key, d->key, sizeof(r->key));
+	sfs_strlcpy(r->source, d->source, sizeof(r->source));
+	r->source_is_file = d->source_is_file;
+	if (optstr)
+		sfs_strlcpy(r->options, optstr, sizeof(r->options));
+	sfs_strlcpy(r->binary, d->binary, sizeof(r->binary));
+	r->listen_fd = d->listen_fd;
+	r->lock_fd = d->lock_fd;
+	b->root_fd = d->backing.root_fd;
+	b->loop_fd = d->backing.loop_fd;
+	b->dev_fd = d->backing.dev_fd;
+	b->loop_attached = d->backing.loop_attached;
+	b->mode = d->backing.mode;
+	b->read_only = d->backing.read_only;
+	b->has_acl = d->backing.has_acl;
+	b->has_user_xattr = d->backing.has_user_xattr;
+	b->rdev = d->backing.rdev;
+	b->fs_dev = d->backing.fs_dev;
+	if (fstat(d->backing.root_fd, &st) == 0) {
+		b->root_dev = st.st_dev;
+		b->root_ino = st.st_ino;
+	}
+	sfs_strlcpy(b->device, d->backing.device, sizeof(b->device));
+	sfs_strlcpy(b->options, d->backing.options, sizeof(b->options));
+	sfs_strlcpy(b->uuid, d->backing.uuid, sizeof(b->uuid));
+	sfs_strlcpy(b->existing_at, d->backing.existing_at, sizeof(b->existing_at));
+	r->state = SFS_HO_SERVING;
+	sfs_ho_write_daemon(&d->ho);
+}
+
+/* The keeper of this daemon; it execs our binary as `__daemon KEY SOURCE KIND - -1 STATE`. */
+static int start_keeper(struct sfs_daemon *d)
+{
+	int i = 0, rc;
+
+	snprintf(d->state_arg, sizeof(d->state_arg), "%d", d->ho.fd);
+	d->keeper_argv[i++] = "strictfs";
+	d->keeper_argv[i++] = "__daemon";
+	d->keeper_argv[i++] = d->key;
+	d->keeper_argv[i++] = d->source;
+	d->keeper_argv[i++] = d->source_is_file ? "file" : "device";
+	d->keeper_argv[i++] = "-";
+	d->keeper_argv[i++] = "-1";
+	d->keeper_argv[i++] = d->state_arg;
+	d->keeper_argv[i] = NULL;
+	if ((rc = sfs_keeper_start(&d->keeper, d->binary, d->keeper_argv, d->title)))
+		syslog(LOG_WARNING, "%s: no keeper (%s): the views end with this daemon", d->source,
+		       strerror(-rc));
+	return rc;
+}
+
+/* A predecessor that went without handing over crashed: the crash is counted, and past the
+ * limit the views are not served again (they answer EIO) until they are unmounted. */
+static bool crash_limit_reached(struct sfs_daemon *d)
+{
+	struct sfs_ho_daemon *r = &d->ho.daemon;
+	int64_t now = sfs_ho_now_ms();
+	uint32_t recent = 0;
+
+	if (r->state != SFS_HO_SERVING)
+		return false;
+	if (r->ncrash == SFS_HO_CRASHES) {
+		memmove(r->crash_ms, r->crash_ms + 1, sizeof(r->crash_ms[0]) * (SFS_HO_CRASHES - 1));
+		r->ncrash--;
+	}
+	r->crash_ms[r->ncrash++] = now;
+	for (uint32_t i = 0; i < r->ncrash; i++)
+		recent += now - r->crash_ms[i] < CRASH_WINDOW_MS;
+	return recent >= CRASH_LIMIT;
+}
+
+/* The backing as the predecessor left it: its descriptors are ours now. */
+static int adopt_backing(struct sfs_daemon *d, char *err, size_t errlen)
+{
+	const struct sfs_ho_backing *b = &d->ho.daemon.backing;
+	struct stat st;
+
+	if (fstat(b->root_fd, &st) < 0 || st.st_dev != b->root_dev || st.st_ino != b->root_ino) {
+		sfs_errf(err, errlen, "state", "the backing's root descriptor is not the one recorded");
+		return -1;
+	}
+	d->backing.root_fd = b->root_fd;
+	d->backing.loop_fd = b->loop_fd;
+	d->backing.dev_fd = b->dev_fd;
+	d->backing.loop_attached = b->loop_attached;
+	d->backing.mode = b->mode;
+	d->backing.read_only = b->read_only;
+	d->backing.has_acl = b->has_acl;
+	d->backing.has_user_xattr = b->has_user_xattr;
+	d->backing.rdev = b->rdev;
+	d->backing.fs_dev = b->fs_dev;
+	sfs_strlcpy(d->backing.device, b->device, sizeof(d->backing.device));
+	sfs_strlcpy(d->backing.options, b->options, sizeof(d->backing.options));
+	sfs_strlcpy(d->backing.uuid, b->uuid, sizeof(d->backing.uuid));
+	sfs_strlcpy(d->backing.existing_at, b->existing_at, sizeof(d->backing.existing_at));
+	pthread_mutex_init(&d->backing.flavours_lock, NULL);
+	return 0;
+}
+
+/* A view of the predecessor, made again from its record, registered at the same slot; its
+ * session starts once its open files are back (start_adopted_views). */
+static int adopt_view(struct sfs_daemon *d, const struct sfs_ho_view *rec)
+{
+	char err[ERRLEN] = "";
+	struct sfs_view *v;
+	int mnt, rc;
+
+	if (sfs_registry_at(&d->svc.views, rec->slot) || !(v = calloc(1, sizeof(*v))))
+		return -EEXIST;
+	v->qroot = -1;
+	v->opts = rec->opts;
+	v->ns_dev = rec->ns_dev;
+	v->ns_ino = rec->ns_ino;
+	if ((rc = mnt = view_flavour(d, &v->opts, err, sizeof(err))) < 0)
+		goto fail;
+	atomic_store(&v->open_mnt, mnt);
+	if ((rc = open_view_root(d, v->opts.subdir, &v->root, err, sizeof(err))))
+		goto fail;
+	if (rec->qroot_tracked && (rc = track_view_tree(d, v, &v->opts, err, sizeof(err)))) {
+		sfs_itab_unpin(&d->svc.itab, &d->svc.fdc, v->root);
+		goto fail;
+	}
+	v->svc = &d->svc;
+	v->ended_cb = wake;
+	v->ended_arg = d;
+	v->slot = rec->slot;
+	v->fuse_io.fd = rec->fuse_fd;
+	sfs_strlcpy(v->mountpoint, rec->mountpoint, sizeof(v->mountpoint));
+	sfs_strlcpy(v->source, rec->source, sizeof(v->source));
+	sfs_view_set_caching(v, !*d->shared_with && d->backing.mode == SFS_SHARE_EXCLUSIVE);
+	sfs_pt_init(v);
+	pthread_mutex_init(&v->files_lock, NULL);
+	sfs_list_init(&v->files);
+	sfs_registry_add(&d->svc.views, v);
+	return 0;
+fail:
+	syslog(LOG_ERR, "%s: cannot take the view at %s over: %s", d->source, rec->mountpoint, err);
+	free(v);
+	return rc;
+}
+
+/* The predecessor's open files and directories, at their slots in their views. A record
+ * that does not check out is dropped: the kernel's calls on that file then fail (EBADF). */
+static void adopt_files(struct sfs_daemon *d)
+{
+	struct sfs_ho_file rec;
+	size_t files = 0, lost = 0;
+
+	for (uint32_t slot = 0; slot < d->ho.next_slot; slot++) {
+		struct sfs_view *v;
+		int rc;
+		if (!sfs_ho_file_record(&d->ho, slot, &rec))
+			continue;
+		if (!(v = sfs_registry_at(&d->svc.views, rec.view)))
+			rc = -ENOENT;
+		else if (atomic_load(&rec.live) == SFS_HO_DIR)
+			rc = sfs_view_adopt_dir(v, slot, &rec);
+		else
+			rc = sfs_view_adopt_file(v, slot, &rec);
+		rc ? lost++ : files++;
+	}
+	sfs_ho_files_settle(&d->ho);
+	syslog(lost ? LOG_WARNING : LOG_INFO, "%s: %zu open files taken over, %zu lost", d->source,
+	       files, lost);
+}
+
+static void start_adopted_views(struct sfs_daemon *d)
+{
+	struct sfs_ho_view *rec = malloc(sizeof(*rec));
+	struct sfs_view *v;
+
+	sfs_for_each_view(&d->svc.views, v) {
+		int rc;
+		if (!rec || !sfs_ho_read_view(&d->ho, v->slot, rec))
+			continue;
+		if ((rc = sfs_view_start(v, rec->fuse_fd, rec))) {
+			syslog(LOG_ERR, "%s: cannot resume the view at %s: %s", d->source, v->mountpoint,
+			       strerror(-rc));
+			atomic_store(&v->ended, true);
+			continue;
+		}
+		log_view(d, "view taken over at", v);
+	}
+	free(rec);
+}
+
+/* A successor: the predecessor's state, checked, then everything it served, served again. */
+static int take_over(struct sfs_daemon *d, int state_fd, char *err, size_t errlen)
+{
+	struct sfs_ho_daemon *r = &d->ho.daemon;
+	struct sfs_ho_view *rec;
+	bool crashed;
+
+	if (sfs_ho_adopt(&d->ho, state_fd, err, errlen))
+		return -1;
+	if (strcmp(r->key, d->key)) {
+		sfs_errf(err, errlen, "state", "it is the state of %s, not of %s", r->key, d->key);
+		return -1;
+	}
+	crashed = r->state == SFS_HO_SERVING;
+	sfs_strlcpy(d->binary, r->binary, sizeof(d->binary));
+	sfs_ho_close_unnamed(&d->ho, -1);
+	start_keeper(d);
+	if (crash_limit_reached(d))
+		snprintf(r->failed, sizeof(r->failed), "the daemon crashed %d times within %d s",
+		         CRASH_LIMIT, CRASH_WINDOW_MS / 1000);
+	d->lock_fd = r->lock_fd;
+	d->listen_fd = r->listen_fd;
+	if (sfs_opts_parse(r->options, &d->in_force, err, errlen) ||
+	    adopt_backing(d, err, errlen) || start_services(d, err, errlen))
+		return -1;
+	check_shared(d);
+	if (!(rec = malloc(sizeof(*rec))))
+		return -1;
+	for (uint32_t slot = 0; slot < SFS_HO_VIEWS; slot++)
+		if (sfs_ho_read_view(&d->ho, slot, rec))
+			adopt_view(d, rec);
+	free(rec);
+	adopt_files(d);
+	r->generation++;
+	r->took_over_ms = sfs_ho_now_ms();
+	record_daemon(d, NULL);
+	syslog(crashed ? LOG_WARNING : LOG_INFO, "%s: generation %llu took over %zu view(s) after %s",
+	       d->source, (unsigned long long)r->generation, sfs_registry_count(&d->svc.views),
+	       crashed ? "a crash of its predecessor" : "a handover");
+	start_adopted_views(d);
+	return 0;
+}
+
 static void teardown(struct sfs_daemon *d)
 {
 	char path[PATH_MAX];
 
+	sfs_keeper_stop(&d->keeper); /* the views end with this daemon now */
 	if (d->listen_fd >= 0) {
 		sfs_socket_path(d->key, path, sizeof(path));
 		unlink(path);
@@ -1023,25 +1280,55 @@ static void teardown(struct sfs_daemon *d)
 	syslog(LOG_INFO, "%s: backing released; daemon exits", d->source);
 }
 
+/* A successor inherits the keeper's dispositions (every signal ignored) and mask. */
+static void default_signals(void)
+{
+	struct sigaction dfl = {.sa_handler = SIG_DFL};
+	sigset_t none;
+
+	for (int s = 1; s < NSIG; s++)
+		if (s != SIGKILL && s != SIGSTOP)
+			sigaction(s, &dfl, NULL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+/* What the keeper execs: this binary, by the path it was started from, so that an upgrade
+ * installed over it is what a successor runs. */
+static void find_binary(struct sfs_daemon *d)
+{
+	ssize_t n = readlink("/proc/self/exe", d->binary, sizeof(d->binary) - 1);
+
+	d->binary[n > 0 ? n : 0] = '\0';
+	if (n > 10 && !strcmp(d->binary + n - 10, " (deleted)"))
+		d->binary[n - 10] = '\0';
+}
+
 int sfs_daemon_main(int argc, char **argv)
 {
 	static struct sfs_daemon daemon_state;
 	struct sfs_daemon *d = &daemon_state;
 	char err[ERRLEN] = "";
+	bool successor = argc == 7;
 	sigset_t set;
-	int ready;
+	int ready, rc;
+	pid_t other;
 
-	if (argc != 6) {
+	if (argc != 6 && argc != 7) {
 		fprintf(stderr, "strictfs: __daemon: internal use only\n");
 		return 2;
 	}
 	/* started through /proc/self/exe, it would be "exe" to ps, top and pgrep */
 	prctl(PR_SET_NAME, "strictfs");
+	default_signals();
 	sfs_strlcpy(d->key, argv[1], sizeof(d->key));
 	sfs_strlcpy(d->source, argv[2], sizeof(d->source));
 	d->source_is_file = !strcmp(argv[3], "file");
+	d->title = argv[0];
 	ready = atoi(argv[5]);
 	d->listen_fd = d->event_fd = d->lock_fd = d->mountinfo_fd = d->handle_fd = -1;
+	d->backing.root_fd = d->backing.loop_fd = d->backing.dev_fd = -1;
+	d->keeper.pidfd = -1;
 	d->started = time(NULL);
 	d->svc.backing = &d->backing;
 	sfs_registry_init(&d->svc.views);
@@ -1061,7 +1348,23 @@ int sfs_daemon_main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	d->fd_limit = raise_fd_limit();
 
-	if (setup(d, argv[4], err, sizeof(err)) < 0) {
+	if (successor) {
+		rc = take_over(d, atoi(argv[6]), err, sizeof(err));
+	} else if ((other = sfs_daemon_pid(d->key))) {
+		/* its socket may be gone, but a second daemon would mount the backing again */
+		sfs_errf(err, sizeof(err), d->source, "already served by strictfs daemon %d", other);
+		rc = -1;
+	} else {
+		find_binary(d);
+		/* the keeper first, while this process is small: it keeps a copy of it */
+		if ((rc = sfs_ho_create(&d->ho)))
+			sfs_errf(err, sizeof(err), d->source, "cannot make the state: %s", strerror(-rc));
+		else
+			start_keeper(d);
+		if (!rc && (rc = setup(d, argv[4], err, sizeof(err))) == 0)
+			record_daemon(d, argv[4]);
+	}
+	if (rc < 0) {
 		syslog(LOG_ERR, "%s", err);
 		report_ready(ready, err);
 		teardown(d);

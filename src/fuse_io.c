@@ -9,6 +9,7 @@
 #include <linux/fuse.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/uio.h>
@@ -56,6 +57,10 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *view)
 		    n >= (ssize_t)(sizeof(*in) + offsetof(struct fuse_init_in, flags2) + 4))
 			offered |= (uint64_t)init->flags2 << 32;
 		atomic_store(&io->offered, offered);
+		if ((size_t)n <= sizeof(io->init_req)) {
+			memcpy(io->init_req, buf, n);
+			io->init_len = n;
+		}
 		atomic_store(&io->init_unique, in->unique);
 	}
 	return n;
@@ -119,9 +124,12 @@ static struct sfs_fuse_uring *uring_for(struct sfs_fuse_io *io, int fd,
 		atomic_store(&io->uring_state, SFS_URING_NOT_OFFERED);
 		return NULL;
 	}
-	if (!(u = sfs_fuse_uring_prepare(io->se, fd, uring_payload(init)))) {
+	if (!(u = sfs_fuse_uring_prepare(io->se, fd, uring_payload(init),
+	                                 io->inherit.fd >= 0 ? &io->inherit : NULL))) {
 		atomic_store(&io->uring_errno, errno);
 		atomic_store(&io->uring_state, SFS_URING_SETUP_FAILED);
+	} else {
+		sfs_fuse_uring_area(u, &io->area);
 	}
 	return u;
 }
@@ -158,7 +166,15 @@ static ssize_t write_init_reply(struct sfs_fuse_io *io, int fd, struct iovec *io
 		uint32_t depth = 1;
 		memcpy((char *)&init + INIT_OUT_MAX_STACK_DEPTH, &depth, sizeof(depth));
 	}
-	n = writev(fd, patched, 2);
+	if (io->replaying) {
+		/* the kernel has had this reply from the predecessor; with io_uring, the new
+		 * entries are registered as at the start (the predecessor's died with it) */
+		n = iov[0].iov_len + iov[1].iov_len;
+	} else {
+		if (io->on_init)
+			io->on_init(io);
+		n = writev(fd, patched, 2);
+	}
 	atomic_store(&io->passthrough, n >= 0 && (add & FUSE_PASSTHROUGH));
 	if (u && n >= 0) {
 		/* the kernel took the reply, and with it made the connection ready for
@@ -168,6 +184,7 @@ static ssize_t write_init_reply(struct sfs_fuse_io *io, int fd, struct iovec *io
 		sfs_fuse_uring_start(u);
 	} else {
 		sfs_fuse_uring_destroy(u);
+		io->area.fd = -1;
 	}
 	return n;
 }
@@ -212,6 +229,7 @@ int sfs_fuse_io_attach(struct fuse_session *se, struct sfs_fuse_io *io, int fd)
 
 	io->fd = fd;
 	io->se = se;
+	io->area.fd = io->inherit.fd = -1;
 	atomic_store(&io->uring, NULL);
 	atomic_store(&io->uring_state, SFS_URING_PENDING);
 	atomic_store(&io->uring_errno, 0);
@@ -234,6 +252,47 @@ void sfs_fuse_io_backing_close(struct sfs_fuse_io *io, int id)
 	uint32_t u = id;
 
 	ioctl(io->fd, FUSE_DEV_IOC_BACKING_CLOSE, &u);
+}
+
+int sfs_fuse_io_replay_init(struct sfs_fuse_io *io, const void *init, size_t len)
+{
+	const struct fuse_in_header *in = init;
+	struct fuse_buf buf = {.size = len};
+	char *mem;
+
+	if (len < sizeof(*in) + offsetof(struct fuse_init_in, flags) + 4 || len > sizeof(io->init_req) ||
+	    in->opcode != FUSE_INIT || in->len != len)
+		return -EINVAL;
+	/* libfuse may keep pointers into the buffer while it processes it, never after */
+	if (!(mem = malloc(len)))
+		return -ENOMEM;
+	memcpy(mem, init, len);
+	buf.mem = mem;
+	memcpy(io->init_req, init, len);
+	io->init_len = len;
+	{
+		const struct fuse_init_in *i = (const void *)(in + 1);
+		uint64_t offered = i->flags;
+		if ((i->flags & FUSE_INIT_EXT) && len >= sizeof(*in) + offsetof(struct fuse_init_in, flags2) + 4)
+			offered |= (uint64_t)i->flags2 << 32;
+		atomic_store(&io->offered, offered);
+	}
+	atomic_store(&io->init_unique, in->unique);
+	io->replaying = true;
+	fuse_session_process_buf(io->se, &buf);
+	io->replaying = false;
+	free(mem);
+	return atomic_load(&io->init_unique) ? -EPROTO : 0;
+}
+
+/* FUSE_NOTIFY_RESEND (protocol 7.40, Linux 6.9): a notification with no argument. */
+#define SFS_NOTIFY_RESEND 7
+
+int sfs_fuse_io_resend(struct sfs_fuse_io *io)
+{
+	struct fuse_out_header out = {.len = sizeof(out), .error = SFS_NOTIFY_RESEND, .unique = 0};
+
+	return write(io->fd, &out, sizeof(out)) == sizeof(out) ? 0 : -errno;
 }
 
 void sfs_fuse_io_reply_backing(int id)

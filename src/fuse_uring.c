@@ -14,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -43,6 +46,16 @@ struct cmd_req {
 enum { CMD_REGISTER = 1, CMD_COMMIT_AND_FETCH = 2 };
 
 _Static_assert(sizeof(struct req_header) == 288, "the kernel's fuse_uring_req_header");
+
+/* Beside the kernel's header, in the entry's first page: what a successor must know of the
+ * entry. busy is the id of the request the entry took and has not committed (0: none),
+ * replied that its reply is whole in the buffers. */
+#define SHARED_OFFSET 1024
+struct entry_shared {
+	_Atomic uint64_t busy;
+	_Atomic uint32_t replied;
+	uint32_t qid;
+};
 _Static_assert(sizeof(struct cmd_req) <= 80, "fits the command area of a 128-byte SQE");
 
 struct entry {
@@ -62,6 +75,8 @@ struct entry {
 	struct iovec iov[2];    /* the two buffers REGISTER hands over */
 	uint64_t unique;        /* the request being served */
 	bool replied;
+	struct entry_shared *sh;
+	uint64_t orphan;        /* a predecessor's request this entry answers first, or 0 */
 };
 
 enum go { GO_WAIT, GO_SERVE, GO_END };
@@ -70,11 +85,15 @@ struct sfs_fuse_uring {
 	struct fuse_session *se;
 	int fd;
 	size_t payload;
+	int area_fd;            /* the memfd of every entry's buffers */
+	char *area;
+	size_t area_size, region;
 	unsigned nentries;
 	unsigned queues;
 	pthread_mutex_t lock;
 	pthread_cond_t changed;
 	enum go go;
+	unsigned registered;    /* entries serving, under lock */
 	atomic_int error;       /* the first refused registration's errno */
 	struct entry ents[];
 };
@@ -135,6 +154,7 @@ static void reply_error(struct entry *e, int err)
 
 	memcpy(e->hdr->in_out, &out, sizeof(out));
 	e->hdr->ent.payload_sz = 0;
+	atomic_store_explicit(&e->sh->replied, 1, memory_order_release);
 }
 
 /* The request in the entry, as read() from /dev/fuse would have given it: the lengths come
@@ -188,6 +208,7 @@ ssize_t sfs_fuse_uring_take_reply(const struct iovec *iov, int count)
 	memcpy(e->hdr->in_out, out, sizeof(*out));
 	e->hdr->ent.payload_sz = total;
 	e->replied = true;
+	atomic_store_explicit(&e->sh->replied, 1, memory_order_release);
 	return (ssize_t)(total + sizeof(*out));
 }
 
@@ -212,7 +233,7 @@ static int submit_and_wait(struct entry *e)
 
 	/* an SQE the kernel did not take stays in the ring and goes with the next call: a queue
 	 * left without its entry would hold up every request, so short shortages are waited out */
-	while ((rc = io_uring_submit_and_wait(&e->ring, 1)) < 0 && tries++ < 100) {
+	while ((rc = io_uring_submit(&e->ring)) < 0 && tries++ < 100) {
 		if (rc != -EINTR && rc != -EAGAIN && rc != -EBUSY)
 			return rc;
 		if (rc != -EINTR)
@@ -220,12 +241,19 @@ static int submit_and_wait(struct entry *e)
 	}
 	if (rc < 0)
 		return rc;
+	/* the kernel applies a commit as it takes the command: the reply is the kernel's now */
+	atomic_store_explicit(&e->sh->busy, 0, memory_order_release);
 	while ((rc = io_uring_wait_cqe(&e->ring, &cqe)) == -EINTR)
 		;
 	if (rc < 0)
 		return rc;
 	rc = cqe->res;
 	io_uring_cqe_seen(&e->ring, cqe);
+	if (rc >= 0) {
+		/* a request: the successor's to answer should this process end before it commits */
+		atomic_store_explicit(&e->sh->replied, 0, memory_order_relaxed);
+		atomic_store_explicit(&e->sh->busy, e->hdr->ent.commit_id, memory_order_release);
+	}
 	return rc < 0 ? rc : 0;
 }
 
@@ -256,8 +284,16 @@ static void *entry_main(void *arg)
 	if (wait_for_go(e->u) != GO_SERVE)
 		return NULL;
 	run_on_queue_cpu(e);
-	if (!(rc = prep_cmd(e, CMD_REGISTER, 0)))
+	if (e->orphan) {
+		/* the predecessor's request: answered unless it was, then committed through the
+		 * predecessor's entry, which goes on serving with this thread */
+		if (!atomic_load(&e->sh->replied))
+			serve_request(e);
+		if (!(rc = prep_cmd(e, CMD_COMMIT_AND_FETCH, e->orphan)))
+			rc = submit_and_wait(e);
+	} else if (!(rc = prep_cmd(e, CMD_REGISTER, 0))) {
 		rc = submit_and_wait(e);
+	}
 	if (rc < 0) {
 		/* the kernel has gone back to /dev/fuse for this connection (it does on any refused
 		 * registration), so nothing waits on this entry */
@@ -267,6 +303,10 @@ static void *entry_main(void *arg)
 			       strerror(-rc));
 		return NULL;
 	}
+	pthread_mutex_lock(&e->u->lock);
+	e->u->registered++;
+	pthread_cond_broadcast(&e->u->changed);
+	pthread_mutex_unlock(&e->u->lock);
 	for (;;) {
 		serve_request(e);
 		if (!(rc = prep_cmd(e, CMD_COMMIT_AND_FETCH, e->hdr->ent.commit_id)))
@@ -279,22 +319,60 @@ static void *entry_main(void *arg)
 	}
 }
 
-static int entry_setup(struct sfs_fuse_uring *u, struct entry *e, uint16_t qid)
+/* The buffers of every entry, in one memfd: a successor's are its predecessor's, at the same
+ * address, when they fit (the same CPUs, the same payload: the INIT it replays is the same). */
+static int map_area(struct sfs_fuse_uring *u, unsigned n, const struct sfs_uring_area *from)
+{
+	long page = sysconf(_SC_PAGESIZE);
+
+	u->region = (size_t)page + u->payload;
+	u->area_size = u->region * n;
+	if (from && from->region == u->region && from->entries == n) {
+		void *at = mmap((void *)(uintptr_t)from->base, u->area_size, PROT_READ | PROT_WRITE,
+		                MAP_SHARED | MAP_FIXED_NOREPLACE, from->fd, 0);
+		if (at != MAP_FAILED && at == (void *)(uintptr_t)from->base) {
+			u->area = at;
+			u->area_fd = from->fd;
+			return 1;
+		}
+		if (at != MAP_FAILED)
+			munmap(at, u->area_size);
+		syslog(LOG_WARNING, "io_uring: the predecessor's buffers cannot be mapped where they "
+		       "were; its unanswered requests stay unanswered");
+	}
+	u->area_fd = memfd_create("strictfs-uring", MFD_CLOEXEC);
+	if (u->area_fd < 0)
+		return -errno;
+	if (ftruncate(u->area_fd, u->area_size) < 0)
+		return -errno;
+	u->area = mmap(NULL, u->area_size, PROT_READ | PROT_WRITE, MAP_SHARED, u->area_fd, 0);
+	if (u->area == MAP_FAILED) {
+		u->area = NULL;
+		return -errno;
+	}
+	return 0;
+}
+
+static int entry_setup(struct sfs_fuse_uring *u, struct entry *e, uint16_t qid, unsigned i,
+                       bool inherited)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	int rc;
 
 	e->u = u;
 	e->qid = qid;
-	e->region_size = (size_t)page + u->payload;
-	e->region = mmap(NULL, e->region_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-	                 -1, 0);
-	if (e->region == MAP_FAILED) {
-		e->region = NULL;
-		return -errno;
-	}
+	e->region_size = u->region;
+	e->region = u->area + (size_t)i * u->region;
 	e->hdr = (struct req_header *)e->region;
 	e->payload = e->region + page;
+	e->sh = (struct entry_shared *)(e->region + SHARED_OFFSET);
+	if (inherited && e->sh->qid == qid)
+		e->orphan = atomic_load(&e->sh->busy);
+	if (!e->orphan) {
+		atomic_store(&e->sh->busy, 0);
+		atomic_store(&e->sh->replied, 0);
+	}
+	e->sh->qid = qid;
 	e->iov[0] = (struct iovec){e->hdr, sizeof(*e->hdr)};
 	e->iov[1] = (struct iovec){e->payload, u->payload};
 	if ((rc = io_uring_queue_init(2, &e->ring, IORING_SETUP_SQE128)) < 0)
@@ -315,11 +393,11 @@ static void set_go(struct sfs_fuse_uring *u, enum go g)
 }
 
 struct sfs_fuse_uring *sfs_fuse_uring_prepare(struct fuse_session *se, int fuse_fd,
-                                              size_t payload)
+                                              size_t payload, const struct sfs_uring_area *from)
 {
 	unsigned queues = possible_cpus();
 	struct sfs_fuse_uring *u;
-	int rc = 0;
+	int rc = 0, inherited;
 
 	if (!queues || queues > UINT16_MAX) {
 		errno = ENODEV;
@@ -335,8 +413,11 @@ struct sfs_fuse_uring *sfs_fuse_uring_prepare(struct fuse_session *se, int fuse_
 	pthread_mutex_init(&u->lock, NULL);
 	pthread_cond_init(&u->changed, NULL);
 	u->go = GO_WAIT;
+	u->area_fd = -1;
+	if ((rc = inherited = map_area(u, queues * SFS_URING_DEPTH, from)) > 0)
+		rc = 0;
 	for (unsigned i = 0; i < queues * SFS_URING_DEPTH && !rc; i++, u->nentries++)
-		rc = entry_setup(u, &u->ents[i], (uint16_t)(i / SFS_URING_DEPTH));
+		rc = entry_setup(u, &u->ents[i], (uint16_t)(i / SFS_URING_DEPTH), i, inherited > 0);
 	if (rc) {
 		sfs_fuse_uring_destroy(u);
 		errno = -rc;
@@ -361,9 +442,11 @@ void sfs_fuse_uring_destroy(struct sfs_fuse_uring *u)
 			pthread_join(e->thread, NULL);
 		if (e->ring_ready)
 			io_uring_queue_exit(&e->ring);
-		if (e->region)
-			munmap(e->region, e->region_size);
 	}
+	if (u->area)
+		munmap(u->area, u->area_size);
+	if (u->area_fd >= 0)
+		close(u->area_fd);
 	pthread_cond_destroy(&u->changed);
 	pthread_mutex_destroy(&u->lock);
 	free(u);
@@ -377,4 +460,54 @@ int sfs_fuse_uring_error(const struct sfs_fuse_uring *u)
 unsigned sfs_fuse_uring_queues(const struct sfs_fuse_uring *u)
 {
 	return u->queues;
+}
+
+void sfs_fuse_uring_area(const struct sfs_fuse_uring *u, struct sfs_uring_area *out)
+{
+	out->fd = u->area_fd;
+	out->base = (uintptr_t)u->area;
+	out->region = u->region;
+	out->entries = u->nentries;
+}
+
+/* Whether every entry serves, within ms. */
+static bool all_registered(struct sfs_fuse_uring *u, int ms)
+{
+	struct timespec until;
+	bool all;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += ms / 1000;
+	pthread_mutex_lock(&u->lock);
+	while (u->registered < u->nentries && u->go == GO_SERVE &&
+	       pthread_cond_timedwait(&u->changed, &u->lock, &until) == 0)
+		;
+	all = u->registered == u->nentries;
+	pthread_mutex_unlock(&u->lock);
+	return all;
+}
+
+void sfs_fuse_uring_poke(struct sfs_fuse_uring *u, int nsfd, const char *mountpoint)
+{
+	pid_t pid;
+
+	if (!all_registered(u, 5000))
+		return;
+	pid = fork();
+
+	if (pid == 0) {
+		struct statfs sf;
+		if (nsfd >= 0 && setns(nsfd, CLONE_NEWNS) < 0)
+			_exit(1);
+		for (unsigned cpu = 0; cpu < u->queues; cpu++) {
+			cpu_set_t set;
+			CPU_ZERO(&set);
+			CPU_SET(cpu, &set);
+			if (sched_setaffinity(0, sizeof(set), &set) == 0)
+				statfs(mountpoint, &sf);
+		}
+		_exit(0);
+	}
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
 }

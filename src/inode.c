@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "fdcache.h"
+#include "handover.h"
 #include "hash.h"
 
 static size_t bucket_of(const struct sfs_itab *t, ino_t ino)
@@ -100,7 +101,14 @@ struct sfs_node *sfs_itab_find_id(struct sfs_itab *t, uint64_t id)
 	return n;
 }
 
-static int add_ref(struct sfs_node *n, uint32_t view)
+/* A view's lookup count of a node as a successor will read it (handover.h). */
+static void record_ref(struct sfs_itab *t, const struct sfs_node *n, uint32_t view, uint64_t count)
+{
+	if (t->ho)
+		sfs_ho_ref_set(t->ho, n->id, view, count);
+}
+
+static int add_ref(struct sfs_itab *t, struct sfs_node *n, uint32_t view)
 {
 	struct sfs_view_ref *r;
 
@@ -108,10 +116,13 @@ static int add_ref(struct sfs_node *n, uint32_t view)
 		n->pins++;
 		return 0;
 	}
+	if (view == SFS_ADOPT)
+		return 0;
 	for (uint32_t i = 0; i < n->nrefs; i++)
 		if (n->refs[i].view == view) {
 			n->refs[i].count++;
 			n->nlookup++;
+			record_ref(t, n, view, n->refs[i].count);
 			return 0;
 		}
 	r = realloc(n->refs, (n->nrefs + 1) * sizeof(*r));
@@ -120,7 +131,31 @@ static int add_ref(struct sfs_node *n, uint32_t view)
 	n->refs = r;
 	n->refs[n->nrefs++] = (struct sfs_view_ref){view, 1};
 	n->nlookup++;
+	record_ref(t, n, view, 1);
 	return 0;
+}
+
+/* A new node takes the lookups a predecessor daemon counted for its id: the kernels still
+ * hold them. Nothing for an id no kernel was given. */
+static void inherit_refs(struct sfs_itab *t, struct sfs_node *n)
+{
+	struct sfs_ho_ref few[16], *found = few;
+	size_t k;
+
+	if (!t->ho || !t->ho->resumed || !(k = sfs_ho_refs_of(t->ho, n->id, few, 16)))
+		return;
+	if (k > 16 && (!(found = malloc(k * sizeof(*found))) ||
+	               sfs_ho_refs_of(t->ho, n->id, found, k) != k))
+		goto out;
+	if (!(n->refs = calloc(k, sizeof(*n->refs))))
+		goto out;
+	for (size_t i = 0; i < k; i++) {
+		n->refs[n->nrefs++] = (struct sfs_view_ref){found[i].view, found[i].count};
+		n->nlookup += found[i].count;
+	}
+out:
+	if (found != few)
+		free(found);
 }
 
 static int make_node(struct sfs_itab *t, int fd, const struct stat *st, struct sfs_node **out)
@@ -203,6 +238,7 @@ again:
 		if (t->count >= t->nbuckets)
 			grow(t);
 		b = bucket_of(t, fresh->ino);
+		inherit_refs(t, fresh);
 		fresh->hnext = t->buckets[b];
 		t->buckets[b] = fresh;
 		t->count++;
@@ -215,7 +251,7 @@ again:
 		alive = false;
 		goto again;
 	}
-	rc = add_ref(n, view);
+	rc = add_ref(t, n, view);
 	if (!rc)
 		sfs_fdcache_offer(c, n, fd);
 	pthread_mutex_unlock(&t->lock);
@@ -251,10 +287,9 @@ static void maybe_free_locked(struct sfs_itab *t, struct sfs_fdcache *c, struct 
 	free_node(t, c, n);
 }
 
-void sfs_itab_forget(struct sfs_itab *t, struct sfs_fdcache *c, struct sfs_node *node,
-                     uint32_t view, uint64_t n)
+static void forget_locked(struct sfs_itab *t, struct sfs_fdcache *c, struct sfs_node *node,
+                          uint32_t view, uint64_t n)
 {
-	pthread_mutex_lock(&t->lock);
 	for (uint32_t i = 0; i < node->nrefs; i++) {
 		struct sfs_view_ref *r = &node->refs[i];
 		if (r->view != view)
@@ -263,12 +298,50 @@ void sfs_itab_forget(struct sfs_itab *t, struct sfs_fdcache *c, struct sfs_node 
 			n = r->count; /* never trust a count beyond what this view was given */
 		r->count -= n;
 		node->nlookup -= n;
+		record_ref(t, node, view, r->count);
 		if (!r->count)
 			node->refs[i] = node->refs[--node->nrefs];
 		break;
 	}
 	maybe_free_locked(t, c, node);
+}
+
+void sfs_itab_forget(struct sfs_itab *t, struct sfs_fdcache *c, struct sfs_node *node,
+                     uint32_t view, uint64_t n)
+{
+	pthread_mutex_lock(&t->lock);
+	forget_locked(t, c, node, view, n);
 	pthread_mutex_unlock(&t->lock);
+}
+
+void sfs_itab_forget_id(struct sfs_itab *t, struct sfs_fdcache *c, uint64_t id, uint32_t view,
+                        uint64_t n)
+{
+	struct sfs_node *node;
+	uint64_t had;
+
+	pthread_mutex_lock(&t->lock);
+	for (node = t->buckets[bucket_of(t, (uint32_t)id)]; node && node->id != id; node = node->hnext)
+		;
+	if (node) {
+		forget_locked(t, c, node, view, n);
+	} else if (t->ho && (had = sfs_ho_ref_get(t->ho, id, view))) {
+		/* a predecessor's count this daemon never needed the node of */
+		sfs_ho_ref_set(t->ho, id, view, n >= had ? 0 : had - n);
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+bool sfs_itab_inherited(struct sfs_itab *t, uint64_t id, uint32_t view)
+{
+	bool held;
+
+	if (!t->ho || !t->ho->resumed)
+		return false;
+	pthread_mutex_lock(&t->lock);
+	held = sfs_ho_ref_get(t->ho, id, view) != 0;
+	pthread_mutex_unlock(&t->lock);
+	return held;
 }
 
 void sfs_itab_unpin(struct sfs_itab *t, struct sfs_fdcache *c, struct sfs_node *node)
@@ -297,6 +370,8 @@ void sfs_itab_drop_view(struct sfs_itab *t, struct sfs_fdcache *c, uint32_t view
 			n = next;
 		}
 	}
+	if (t->ho)
+		sfs_ho_refs_drop_view(t->ho, view);
 	pthread_mutex_unlock(&t->lock);
 }
 

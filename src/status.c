@@ -88,6 +88,19 @@ static json_object *view_json(const struct sfs_view *v)
 	return o;
 }
 
+/* A CLOCK_REALTIME time in ms as ISO 8601 UTC, to the millisecond. */
+static json_object *iso_time(int64_t ms)
+{
+	time_t t = ms / 1000;
+	char buf[64], full[80];
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(full, sizeof(full), "%s.%03dZ", buf, (int)(ms % 1000));
+	return json_object_new_string(full);
+}
+
 json_object *sfs_status_daemon(struct sfs_daemon *d)
 {
 	json_object *o = json_object_new_object(), *b = json_object_new_object();
@@ -95,13 +108,15 @@ json_object *sfs_status_daemon(struct sfs_daemon *d)
 	const struct sfs_backing *bk = &d->backing;
 	struct sfs_view *v;
 	char buf[64];
-	struct tm tm;
-
-	json_object_object_add(o, "source", json_object_new_string(d->source));
+		json_object_object_add(o, "source", json_object_new_string(d->source));
 	json_object_object_add(o, "pid", json_object_new_int(getpid()));
-	gmtime_r(&d->started, &tm);
-	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	json_object_object_add(o, "started", json_object_new_string(buf));
+	json_object_object_add(o, "started", iso_time(d->ho.daemon.started_ms));
+	json_object_object_add(o, "generation", json_object_new_uint64(d->ho.daemon.generation));
+	json_object_object_add(o, "took_over", d->ho.daemon.took_over_ms ?
+	                       iso_time(d->ho.daemon.took_over_ms) : NULL);
+	json_object_object_add(o, "keeper", d->keeper.pid ? json_object_new_int(d->keeper.pid) : NULL);
+	json_object_object_add(o, "failed", d->ho.daemon.failed[0] ?
+	                       json_object_new_string(d->ho.daemon.failed) : NULL);
 	snprintf(buf, sizeof(buf), "%u:%u", major(bk->rdev), minor(bk->rdev));
 	json_object_object_add(b, "device", json_object_new_string(buf));
 	json_object_object_add(b, "path", json_object_new_string(bk->device));
@@ -181,8 +196,13 @@ void sfs_status_print(json_object *doc)
 		}
 		if (i)
 			printf("\n");
-		printf("source %s  (pid %s, started %s)\n", str(d, "source"), str(d, "pid"),
-		       str(d, "started"));
+		printf("source %s  (pid %s, generation %s, started %s", str(d, "source"), str(d, "pid"),
+		       str(d, "generation"), str(d, "started"));
+		if (json_object_object_get(d, "took_over"))
+			printf(", took over %s", str(d, "took_over"));
+		printf(")\n");
+		if (json_object_object_get(d, "failed"))
+			printf("  FAILED: %s; its views answer EIO until unmounted\n", str(d, "failed"));
 		printf("  backing %s [%s]  ext4  %s  options %s\n", str(b, "path"), str(b, "device"),
 		       str(b, "mode"), optline);
 		print_scan(json_object_object_get(d, "quota"));

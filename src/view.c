@@ -4,6 +4,7 @@
 #include "view.h"
 
 #include <dirent.h>
+#include <stddef.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -16,7 +17,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fdcache.h"
+#include "handover.h"
 #include "services.h"
+#include "util.h"
 
 /* Kernel caches may be long because every change is notified to the other views; with
  * share=existing others write behind the daemon's back, so caches stay short there. */
@@ -47,9 +51,49 @@ void sfs_view_set_caching(struct sfs_view *v, bool sole_writer)
 	v->keep_cache = sole_writer;
 }
 
+/* A node a predecessor daemon gave the view's kernel, made again from its id. */
+static struct sfs_node *adopt(const struct sfs_view *v, uint64_t id)
+{
+	int fd = sfs_fd_open_id(&v->svc->fdc, id);
+	struct sfs_node *n;
+	struct stat st;
+
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) < 0) {
+		close(fd);
+		return NULL;
+	}
+	if (sfs_itab_get(&v->svc->itab, &v->svc->fdc, fd, &st, SFS_ADOPT, &n))
+		return NULL;
+	return n->id == id ? n : NULL;
+}
+
+struct sfs_node *sfs_view_adopt_node(struct sfs_view *v, int fd, const struct stat *st,
+                                     uint64_t id)
+{
+	struct sfs_node *n;
+	char path[40];
+	int pfd;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	if ((pfd = open(path, O_PATH | O_CLOEXEC)) < 0)
+		return NULL;
+	if (sfs_itab_get(&v->svc->itab, &v->svc->fdc, pfd, st, SFS_ADOPT, &n))
+		return NULL;
+	return n->id == id ? n : NULL;
+}
+
 struct sfs_node *sfs_node_of(const struct sfs_view *v, fuse_ino_t ino)
 {
-	return ino == FUSE_ROOT_ID ? v->root : sfs_itab_find_id(&v->svc->itab, ino);
+	struct sfs_node *n;
+
+	if (ino == FUSE_ROOT_ID)
+		return v->root;
+	n = sfs_itab_find_id(&v->svc->itab, ino);
+	if (!n && sfs_itab_inherited(&v->svc->itab, ino, v->slot))
+		n = adopt(v, ino);
+	return n;
 }
 
 fuse_ino_t sfs_ino_of(const struct sfs_view *v, const struct sfs_node *n)
@@ -62,7 +106,63 @@ struct sfs_fuse_io *sfs_view_fuse_io(void *view)
 	return &((struct sfs_view *)view)->fuse_io;
 }
 
-int sfs_view_start(struct sfs_view *v, int fuse_fd)
+void sfs_view_record(struct sfs_view *v)
+{
+	struct sfs_ho_view *r;
+
+	if (!v->svc->ho || !(r = calloc(1, sizeof(*r))))
+		return;
+	r->slot = v->slot;
+	r->fuse_fd = v->fuse_io.fd;
+	r->ns_dev = v->ns_dev;
+	r->ns_ino = v->ns_ino;
+	if (v->fuse_io.init_len <= sizeof(r->init)) {
+		memcpy(r->init, v->fuse_io.init_req, v->fuse_io.init_len);
+		r->init_len = v->fuse_io.init_len;
+	}
+	r->qroot_tracked = v->qroot >= 0;
+	r->uring_fd = v->fuse_io.area.fd;
+	r->uring_base = v->fuse_io.area.base;
+	r->uring_region = v->fuse_io.area.region;
+	r->uring_entries = v->fuse_io.area.entries;
+	sfs_strlcpy(r->mountpoint, v->mountpoint, sizeof(r->mountpoint));
+	sfs_strlcpy(r->source, v->source, sizeof(r->source));
+	r->opts_size = sizeof(r->opts);
+	r->opts = v->opts;
+	sfs_ho_write_view(v->svc->ho, r);
+	free(r);
+}
+
+static int open_namespace_of(const struct sfs_view *v);
+
+static void *poke_thread(void *arg)
+{
+	struct sfs_view *v = arg;
+	struct sfs_fuse_uring *u = atomic_load(&v->fuse_io.uring);
+	int nsfd = open_namespace_of(v);
+
+	if (u && nsfd >= 0)
+		sfs_fuse_uring_poke(u, nsfd, v->mountpoint);
+	if (nsfd >= 0)
+		close(nsfd);
+	return NULL;
+}
+
+/* A successor's io_uring queues may hold requests that came while they had no entry; off the
+ * daemon's threads, since it waits for the entries to serve (fuse_uring.h). */
+static void poke_queues(struct sfs_view *v)
+{
+	if (atomic_load(&v->fuse_io.uring) && pthread_create(&v->poke, NULL, poke_thread, v) == 0)
+		v->poke_started = true;
+}
+
+/* The kernel's INIT was read: a successor will need it, before the reply goes out. */
+static void record_init(struct sfs_fuse_io *io)
+{
+	sfs_view_record((struct sfs_view *)((char *)io - offsetof(struct sfs_view, fuse_io)));
+}
+
+int sfs_view_start(struct sfs_view *v, int fuse_fd, const struct sfs_ho_view *from)
 {
 	char *argv[] = {"strictfs", NULL};
 	struct fuse_args args = FUSE_ARGS_INIT(1, argv);
@@ -82,6 +182,16 @@ int sfs_view_start(struct sfs_view *v, int fuse_fd)
 		v->se = NULL;
 		return -EINVAL;
 	}
+	v->fuse_io.on_init = record_init;
+	if (from && from->uring_fd >= 0)
+		v->fuse_io.inherit = (struct sfs_uring_area){from->uring_fd, from->uring_base,
+		                                             from->uring_region, from->uring_entries};
+	if (from && from->init_len &&
+	    (rc = sfs_fuse_io_replay_init(&v->fuse_io, from->init, from->init_len))) {
+		fuse_session_destroy(v->se);
+		v->se = NULL;
+		return rc;
+	}
 	rc = pthread_create(&v->thread, NULL, serve, v);
 	if (rc) {
 		fuse_session_destroy(v->se);
@@ -89,6 +199,11 @@ int sfs_view_start(struct sfs_view *v, int fuse_fd)
 		return -rc;
 	}
 	v->thread_started = true;
+	if (from) {
+		sfs_view_record(v); /* with the io_uring buffers it has now */
+		sfs_fuse_io_resend(&v->fuse_io);
+		poke_queues(v);
+	}
 	return 0;
 }
 
@@ -143,6 +258,9 @@ void sfs_view_finish(struct sfs_view *v)
 	if (v->thread_started)
 		pthread_join(v->thread, NULL);
 	v->thread_started = false;
+	if (v->poke_started)
+		pthread_join(v->poke, NULL);
+	v->poke_started = false;
 	sfs_fuse_io_detach(&v->fuse_io); /* its threads use the session */
 	if (v->se)
 		fuse_session_destroy(v->se);

@@ -25,8 +25,8 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	req_start(&q, req);
 	if (fi) {
-		fd = file_of(fi)->fd;
-		node = file_of(fi)->node;
+		fd = file_of(req, fi)->fd;
+		node = file_of(req, fi)->node;
 		rc = fstat(fd, &st) < 0 ? -errno : 0;
 	} else if (!(rc = req_hold(&q, ino, &h))) {
 		fd = h->fd;
@@ -77,7 +77,7 @@ static int set_size(struct req *q, struct held *h, struct fuse_file_info *fi, of
 	int fd, rc;
 
 	if (fi)
-		return ftruncate(file_of(fi)->fd, size) < 0 ? -errno : 0;
+		return ftruncate(file_of(q->r.req, fi)->fd, size) < 0 ? -errno : 0;
 	if (!S_ISREG(h->node->type))
 		return S_ISDIR(h->node->type) ? -EISDIR : -EINVAL;
 	fd_path(path, h->fd);
@@ -224,7 +224,8 @@ void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 	else if (out_bufsz < sizeof(attr))
 		rc = -EINVAL;
 	if (!rc) {
-		fd = flags & FUSE_IOCTL_DIR ? dirfd(dir_of(fi)->dp) : file_of(fi)->fd;
+		struct sfs_dir *d = flags & FUSE_IOCTL_DIR ? dir_of(req, fi) : NULL;
+		fd = flags & FUSE_IOCTL_DIR ? (d ? d->fd : -1) : file_of(req, fi)->fd;
 		rc = ioctl(fd, FS_IOC_GETFLAGS, &attr) < 0 ? -errno : 0;
 		attr |= sfs_policy_inode_flags(q.r.view, n->type);
 	}

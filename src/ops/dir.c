@@ -205,12 +205,11 @@ void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
 	struct req q;
 	struct sfs_view *v;
-	struct sfs_node *n;
 
 	req_start(&q, req);
 	v = q.r.view;
-	if ((n = sfs_node_of(v, ino)) && n != v->root)
-		sfs_itab_forget(&v->svc->itab, &v->svc->fdc, n, v->slot, nlookup);
+	if (ino != FUSE_ROOT_ID)
+		sfs_itab_forget_id(&v->svc->itab, &v->svc->fdc, ino, v->slot, nlookup);
 	req_reply_none(&q);
 }
 
@@ -221,11 +220,10 @@ void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forg
 
 	req_start(&q, req);
 	v = q.r.view;
-	for (size_t i = 0; i < count; i++) {
-		struct sfs_node *n = sfs_node_of(v, forgets[i].ino);
-		if (n && n != v->root)
-			sfs_itab_forget(&v->svc->itab, &v->svc->fdc, n, v->slot, forgets[i].nlookup);
-	}
+	for (size_t i = 0; i < count; i++)
+		if (forgets[i].ino != FUSE_ROOT_ID)
+			sfs_itab_forget_id(&v->svc->itab, &v->svc->fdc, forgets[i].ino, v->slot,
+			                   forgets[i].nlookup);
 	req_reply_none(&q);
 }
 

@@ -48,6 +48,23 @@ static void set_file_cache(struct sfs_view *v, struct sfs_node *node, const stru
 	fi->direct_io = use == SFS_CACHE_NONE && (fi->flags & O_ACCMODE) != O_WRONLY;
 }
 
+struct sfs_file sfs_no_file = {.fd = -1, .twin = -1, .slot = -1};
+
+/* The open file's record for a successor (handover.h), published before the kernel hears of
+ * the file. */
+static void record_file(struct sfs_view *v, struct sfs_file *f, const struct stat *st)
+{
+	struct sfs_ho_file rec = {.view = v->slot, .fd = f->fd, .node = f->node ? f->node->id : 0,
+	                          .dev = st->st_dev, .ino = st->st_ino};
+
+	atomic_init(&rec.live, SFS_HO_FILE);
+	atomic_init(&rec.twin, -1);
+	rec.flags = (f->writes ? SFS_HO_WRITES : 0) | (f->cached ? SFS_HO_CACHED : 0);
+	if (f->backing)
+		pt_record(v, f->node, &rec);
+	sfs_ho_file_publish(v->svc->ho, f->slot, &rec);
+}
+
 /* A new open file of the view for backing descriptor fd (taken over), into fi: handed to the
  * kernel's passthrough where the view has it, else served by the daemon. As the caller. */
 static int new_file(struct sfs_view *v, struct sfs_node *node, int fd, const struct stat *st,
@@ -56,15 +73,17 @@ static int new_file(struct sfs_view *v, struct sfs_node *node, int fd, const str
 	struct sfs_file *f = malloc(sizeof(*f));
 	int flags = fcntl(fd, F_GETFL);
 	bool writes = (flags & O_ACCMODE) != O_RDONLY;
-	int backing = node ? pt_open(v, node, fd, writes) : 0;
+	int slot = f ? sfs_ho_file_alloc(v->svc->ho, f) : -ENOMEM;
+	int backing = node && slot >= 0 ? pt_open(v, node, fd, writes) : 0;
 
-	if (!f || backing < 0) {
-		if (f && backing > 0)
-			pt_release(v, node, writes);
+	if (slot < 0 || backing < 0) {
+		if (slot >= 0)
+			sfs_ho_file_free(v->svc->ho, slot);
 		free(f);
 		close(fd);
-		return backing < 0 ? backing : -ENOMEM;
+		return slot < 0 ? slot : backing;
 	}
+	f->slot = slot;
 	f->fd = fd;
 	f->backing = backing;
 	f->node = node;
@@ -77,11 +96,48 @@ static int new_file(struct sfs_view *v, struct sfs_node *node, int fd, const str
 	pthread_mutex_lock(&v->files_lock);
 	sfs_list_add(&f->link, &v->files);
 	pthread_mutex_unlock(&v->files_lock);
-	fi->fh = (uintptr_t)f;
+	fi->fh = slot;
 	fi->keep_cache = fi->direct_io = 0;
 	if (!backing)
 		set_file_cache(v, node, st, fi);
 	f->cached = !fi->direct_io;
+	record_file(v, f, st);
+	atomic_fetch_add(&v->open_files, 1);
+	return 0;
+}
+
+int sfs_view_adopt_file(struct sfs_view *v, uint32_t slot, const struct sfs_ho_file *rec)
+{
+	struct sfs_node *node = NULL;
+	struct sfs_file *f;
+	struct stat st;
+	int flags, twin;
+
+	if (fstat(rec->fd, &st) < 0 || st.st_dev != rec->dev || st.st_ino != rec->ino)
+		return -ESTALE; /* not the descriptor the record names: never close it */
+	if (rec->node && !(node = sfs_view_adopt_node(v, rec->fd, &st, rec->node)))
+		return -ESTALE;
+	if (!(f = calloc(1, sizeof(*f))))
+		return -ENOMEM;
+	flags = fcntl(rec->fd, F_GETFL);
+	f->slot = slot;
+	f->fd = rec->fd;
+	f->node = node;
+	f->writes = rec->flags & SFS_HO_WRITES;
+	f->backing = rec->backing;
+	if (f->backing && node)
+		pt_adopt(v, node, rec);
+	f->pinned = pin_node(v, node, rec->fd) ? node : NULL;
+	f->direct = flags & O_DIRECT;
+	f->needs_twin = (flags & (O_DIRECT | O_APPEND)) && (flags & O_ACCMODE) != O_RDONLY;
+	twin = atomic_load(&rec->twin);
+	atomic_init(&f->twin, twin >= 0 && fstat(twin, &st) == 0 && st.st_ino == rec->ino ? twin : -1);
+	atomic_init(&f->atime, first_atime(v, &st));
+	f->cached = rec->flags & SFS_HO_CACHED;
+	pthread_mutex_lock(&v->files_lock);
+	sfs_list_add(&f->link, &v->files);
+	pthread_mutex_unlock(&v->files_lock);
+	sfs_ho_file_adopt(v->svc->ho, slot, f);
 	atomic_fetch_add(&v->open_files, 1);
 	return 0;
 }
@@ -89,6 +145,9 @@ static int new_file(struct sfs_view *v, struct sfs_node *node, int fd, const str
 /* The end of an open file: released, or its open could not be answered. */
 static void drop_file(struct sfs_view *v, struct sfs_file *f)
 {
+	if (f == &sfs_no_file)
+		return;
+	sfs_ho_file_free(v->svc->ho, f->slot);
 	pthread_mutex_lock(&v->files_lock);
 	sfs_list_del(&f->link);
 	pthread_mutex_unlock(&v->files_lock);
@@ -130,7 +189,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 out:
 	if (req_reply_open(&q, rc, fi) < 0 && !rc)
-		drop_file(q.r.view, file_of(fi));
+		drop_file(q.r.view, file_of(req, fi));
 }
 
 /* A name that appeared between the kernel's lookup and its create: the kernel has checked no
@@ -250,7 +309,7 @@ out:
 	if (rc && fd >= 0)
 		close(fd);
 	if (req_reply_create(&q, rc, &e, fi) < 0 && !rc) {
-		drop_file(q.r.view, file_of(fi)); /* unpins before the forget */
+		drop_file(q.r.view, file_of(req, fi)); /* unpins before the forget */
 		forget_one(q.r.view, e.ino);
 	}
 }
@@ -261,7 +320,7 @@ out:
  * not ask for FUSE_CAP_SPLICE_WRITE.) */
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
-	struct sfs_file *f = file_of(fi);
+	struct sfs_file *f = file_of(req, fi);
 	void *buf = NULL;
 	struct req q;
 	ssize_t n;
@@ -306,7 +365,7 @@ static ssize_t write_direct(int fd, struct fuse_bufvec *in, off_t off)
  * file's own, or its twin without O_DIRECT and O_APPEND, reopened from it. The file is open
  * for writing already, so the twin is opened with the DAC capabilities: it may be read-only
  * by its mode by now, as an open file still writes. Returns the fd or -errno. */
-static int writeback_fd(struct sfs_file *f, bool writepage)
+static int writeback_fd(struct sfs_view *v, struct sfs_file *f, bool writepage)
 {
 	int fd, none = -1;
 	char path[40];
@@ -323,6 +382,8 @@ static int writeback_fd(struct sfs_file *f, bool writepage)
 	if (fd >= 0 && !atomic_compare_exchange_strong(&f->twin, &none, fd)) {
 		close(fd); /* another writer's twin won */
 		fd = none;
+	} else if (fd >= 0) {
+		sfs_ho_file_set_twin(v->svc->ho, f->slot, fd);
 	}
 	return fd;
 }
@@ -343,7 +404,7 @@ static ssize_t write_to(struct sfs_file *f, int fd, struct fuse_bufvec *in, off_
 void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
                   struct fuse_file_info *fi)
 {
-	struct sfs_file *f = file_of(fi);
+	struct sfs_file *f = file_of(req, fi);
 	struct sfs_node *node = NULL;
 	struct req q;
 	ssize_t n;
@@ -355,7 +416,7 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t 
 		n = -EINVAL;
 	if (!n)
 		n = req_reserve_alloc(&q, node, f->fd, off, fuse_buf_size(in));
-	if (!n && (n = fd = writeback_fd(f, fi->writepage)) >= 0)
+	if (!n && (n = fd = writeback_fd(q.r.view, f, fi->writepage)) >= 0)
 		n = write_to(f, fd, in, off);
 	if (n > 0) {
 		sfs_quota_sync(req_ledger(&q), node, NULL, f->fd);
@@ -376,7 +437,7 @@ void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct req q;
 
-	struct sfs_file *f = file_of(fi);
+	struct sfs_file *f = file_of(req, fi);
 
 	(void)ino;
 	req_start(&q, req);
@@ -389,7 +450,7 @@ void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-	struct sfs_file *f = file_of(fi);
+	struct sfs_file *f = file_of(req, fi);
 	struct sfs_node *node;
 	struct req q;
 	int rc;
@@ -405,7 +466,7 @@ void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_inf
 void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
                   struct fuse_file_info *fi)
 {
-	struct sfs_file *f = file_of(fi);
+	struct sfs_file *f = file_of(req, fi);
 	struct sfs_node *n;
 	struct req q;
 	int rc;
@@ -435,7 +496,7 @@ void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse
 
 	(void)ino;
 	req_start(&q, req);
-	res = lseek(file_of(fi)->fd, off, whence);
+	res = lseek(file_of(req, fi)->fd, off, whence);
 	req_reply_lseek(&q, res < 0 ? -errno : res);
 }
 
@@ -443,7 +504,7 @@ void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
                         struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
                         struct fuse_file_info *fi_out, size_t len, int flags)
 {
-	struct sfs_file *in = file_of(fi_in), *out = file_of(fi_out);
+	struct sfs_file *in = file_of(req, fi_in), *out = file_of(req, fi_out);
 	struct sfs_node *node = NULL;
 	off_t start = off_out;
 	struct req q;

@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 
 #include "creds.h"
+#include "handover.h"
+#include "services.h"
 #include "policy.h"
 #include "quota.h"
 
@@ -123,6 +125,11 @@ int pt_open(struct sfs_view *v, struct sfs_node *n, int fd, bool writes);
 void pt_release(struct sfs_view *v, struct sfs_node *n, bool writes);
 /* The attribute timeout of n in v's replies: none while a passthrough writer may change it
  * unseen. */
+/* A predecessor daemon's passthrough: what a successor needs of the backing file an open
+ * file uses (into rec), and the backing file taken over for one open file of n. */
+void pt_record(struct sfs_view *v, const struct sfs_node *n, struct sfs_ho_file *rec);
+void pt_adopt(struct sfs_view *v, struct sfs_node *n, const struct sfs_ho_file *rec);
+
 double attr_timeout_of(const struct sfs_view *v, const struct sfs_node *n);
 
 /* ---- file.c: the view's open files ----------------------------------------------------- */
@@ -147,12 +154,21 @@ struct sfs_file {
 	int backing;
 	struct sfs_node *node;
 	bool writes;
+	int slot;             /* the kernel's fh: a slot of the handover state (handover.h) */
 	struct sfs_list link; /* on the view's open files, under files_lock */
 };
 
-static inline struct sfs_file *file_of(const struct fuse_file_info *fi)
+/* What an fh the daemon does not know names (only a successor that lost a record can meet
+ * one): no descriptor, so every call on it fails with EBADF. */
+extern struct sfs_file sfs_no_file;
+
+/* The open file of the kernel's fh, looked up, never trusted as memory. */
+static inline struct sfs_file *file_of(fuse_req_t req, const struct fuse_file_info *fi)
 {
-	return (struct sfs_file *)(uintptr_t)fi->fh;
+	struct sfs_view *v = fuse_req_userdata(req);
+	struct sfs_file *f = sfs_ho_file_object(v->svc->ho, fi->fh, SFS_HO_FILE);
+
+	return f ? f : &sfs_no_file;
 }
 
 /* ---- readdir.c: the view's open directories -------------------------------------------- */
@@ -164,11 +180,15 @@ struct sfs_dir {
 	off_t offset;
 	struct dirent *entry;
 	atomic_llong atime; /* see atime_moved */
+	int slot;           /* the kernel's fh (see struct sfs_file) */
 };
 
-static inline struct sfs_dir *dir_of(const struct fuse_file_info *fi)
+/* The open directory of the kernel's fh, or NULL when the daemon does not know it. */
+static inline struct sfs_dir *dir_of(fuse_req_t req, const struct fuse_file_info *fi)
 {
-	return (struct sfs_dir *)(uintptr_t)fi->fh;
+	struct sfs_view *v = fuse_req_userdata(req);
+
+	return sfs_ho_file_object(v->svc->ho, fi->fh, SFS_HO_DIR);
 }
 
 /* A change of a directory's entries is made under its change lock (dirlock.h), through any

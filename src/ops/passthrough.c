@@ -12,6 +12,7 @@
 #include "fuse_io.h"
 #include "view_passthrough.h"
 #include "services.h"
+#include "handover.h"
 
 void sfs_pt_init(struct sfs_view *v)
 {
@@ -169,4 +170,47 @@ double attr_timeout_of(const struct sfs_view *v, const struct sfs_node *n)
 		atime_opens -= e->opens;
 	pthread_mutex_unlock(&pt->lock);
 	return atime_opens > 0 ? 0 : v->attr_timeout;
+}
+
+void pt_record(struct sfs_view *v, const struct sfs_node *n, struct sfs_ho_file *rec)
+{
+	struct sfs_pt_entry *e;
+
+	pthread_mutex_lock(&v->pt.lock);
+	if ((e = *slot_of(&v->pt, n))) {
+		rec->backing = e->id;
+		rec->flags |= (e->nobody ? SFS_HO_PT_NOBODY : 0) | (e->moves_atime ? SFS_HO_PT_ATIME : 0);
+		rec->key_uid = e->key.uid;
+		rec->key_gid = e->key.gid;
+		rec->key_groups = e->key.groups;
+	}
+	pthread_mutex_unlock(&v->pt.lock);
+}
+
+void pt_adopt(struct sfs_view *v, struct sfs_node *n, const struct sfs_ho_file *rec)
+{
+	struct sfs_pt_entry **slot, *e;
+	bool writes = rec->flags & SFS_HO_WRITES;
+
+	pthread_mutex_lock(&v->pt.lock);
+	slot = slot_of(&v->pt, n);
+	if (!(e = *slot) && (e = calloc(1, sizeof(*e)))) {
+		e->node = n;
+		e->id = rec->backing;
+		e->nobody = rec->flags & SFS_HO_PT_NOBODY;
+		e->moves_atime = rec->flags & SFS_HO_PT_ATIME;
+		e->key = (struct sfs_cred_key){rec->key_uid, rec->key_gid, rec->key_groups};
+		*slot = e;
+		atomic_fetch_add(&v->pt.backing_files, 1);
+	}
+	if (e) {
+		e->opens++;
+		if (writes) {
+			e->writers++;
+			atomic_fetch_add(&n->pt_writers, 1);
+		}
+		if (e->moves_atime)
+			atomic_fetch_add(&n->pt_atime_opens, 1);
+	}
+	pthread_mutex_unlock(&v->pt.lock);
 }

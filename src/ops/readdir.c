@@ -11,6 +11,24 @@
 #include "services.h"
 #include "view.h"
 
+/* The open directory's record for a successor (handover.h), before the kernel hears of it. */
+static void record_dir(struct sfs_view *v, const struct sfs_dir *d, const struct stat *st)
+{
+	struct sfs_ho_file rec = {.view = v->slot, .fd = d->fd, .node = d->node->id,
+	                          .dev = st->st_dev, .ino = st->st_ino};
+
+	atomic_init(&rec.live, SFS_HO_DIR);
+	atomic_init(&rec.twin, -1);
+	sfs_ho_file_publish(v->svc->ho, d->slot, &rec);
+}
+
+static void drop_dir(struct sfs_view *v, struct sfs_dir *d)
+{
+	sfs_ho_file_free(v->svc->ho, d->slot);
+	closedir(d->dp);
+	free(d);
+}
+
 void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	enum sfs_cache_use use = SFS_CACHE_KEEP;
@@ -33,12 +51,18 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = -errno;
 		goto out;
 	}
+	if ((rc = d->slot = sfs_ho_file_alloc(q.r.view->svc->ho, d)) < 0) {
+		closedir(d->dp);
+		fd = -1;
+		goto out;
+	}
 	d->fd = fd;
 	d->node = h->node;
 	atomic_init(&d->atime, first_atime(q.r.view, &st));
 	fd = -1;
 	rc = 0;
-	fi->fh = (uintptr_t)d;
+	record_dir(q.r.view, d, &st);
+	fi->fh = d->slot;
 	fi->keep_cache = q.r.view->keep_cache && use == SFS_CACHE_KEEP;
 	/* the kernel keeps the listing while the daemon is the only writer: every change of the
 	 * directory's names through any view invalidates it in the others (coherence.c), and
@@ -49,10 +73,32 @@ out:
 		close(fd);
 	if (rc)
 		free(d);
-	if (req_reply_open(&q, rc, fi) < 0 && !rc) {
-		closedir(d->dp);
+	if (req_reply_open(&q, rc, fi) < 0 && !rc)
+		drop_dir(q.r.view, d);
+}
+
+int sfs_view_adopt_dir(struct sfs_view *v, uint32_t slot, const struct sfs_ho_file *rec)
+{
+	struct sfs_node *node;
+	struct sfs_dir *d;
+	struct stat st;
+
+	if (fstat(rec->fd, &st) < 0 || st.st_dev != rec->dev || st.st_ino != rec->ino ||
+	    !S_ISDIR(st.st_mode))
+		return -ESTALE; /* not the descriptor the record names: never close it */
+	if (!(node = sfs_view_adopt_node(v, rec->fd, &st, rec->node)))
+		return -ESTALE;
+	if (!(d = calloc(1, sizeof(*d))) || !(d->dp = fdopendir(rec->fd))) {
 		free(d);
+		return -ENOMEM;
 	}
+	d->fd = rec->fd;
+	d->node = node;
+	d->offset = -1; /* where the predecessor left the stream is unknown: seek first */
+	atomic_init(&d->atime, first_atime(v, &st));
+	d->slot = slot;
+	sfs_ho_file_adopt(v->svc->ho, slot, d);
+	return 0;
 }
 
 /* readdirplus looks entries up without the kernel having checked search permission on the
@@ -136,14 +182,14 @@ static ssize_t fill_listing(struct sfs_req *r, struct sfs_dir *d, struct sfs_nod
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
                        struct fuse_file_info *fi, bool plus)
 {
-	struct sfs_dir *d = dir_of(fi);
+	struct sfs_dir *d = dir_of(req, fi);
 	struct sfs_node *dir = NULL;
 	char *buf = NULL;
 	struct req q;
 	ssize_t n;
 
-	if (!(n = req_begin(&q, req)) && !(dir = sfs_node_of(q.r.view, ino)))
-		n = -EINVAL;
+	if (!(n = req_begin(&q, req)) && (!d || !(dir = sfs_node_of(q.r.view, ino))))
+		n = d ? -EINVAL : -EBADF;
 	if (!n && !(buf = malloc(size)))
 		n = -ENOMEM;
 	if (!n && (n = fill_listing(&q.r, d, dir, buf, size, offset, plus)) >= 0)
@@ -165,22 +211,25 @@ void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct sfs_dir *d = dir_of(fi);
+	struct sfs_dir *d = dir_of(req, fi);
 	struct req q;
 
 	(void)ino;
 	req_start(&q, req);
-	closedir(d->dp);
-	free(d);
+	if (d)
+		drop_dir(q.r.view, d);
 	req_reply_err(&q, 0);
 }
 
 void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-	int fd = dirfd(dir_of(fi)->dp);
+	struct sfs_dir *d = dir_of(req, fi);
 	struct req q;
 
 	(void)ino;
 	req_start(&q, req);
-	req_reply_err(&q, (datasync ? fdatasync(fd) : fsync(fd)) < 0 ? -errno : 0);
+	if (!d)
+		req_reply_err(&q, -EBADF);
+	else
+		req_reply_err(&q, (datasync ? fdatasync(d->fd) : fsync(d->fd)) < 0 ? -errno : 0);
 }

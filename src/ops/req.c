@@ -146,7 +146,7 @@ int req_reply_create(struct req *q, int rc, const struct fuse_entry_param *e,
 		return rc;
 	}
 	settle(q);
-	sfs_fuse_io_reply_backing(file_of(fi)->backing);
+	sfs_fuse_io_reply_backing(file_of(q->r.req, fi)->backing);
 	return fuse_reply_create(q->r.req, e, fi);
 }
 
@@ -157,7 +157,7 @@ int req_reply_open(struct req *q, int rc, const struct fuse_file_info *fi)
 		return rc;
 	}
 	settle(q);
-	sfs_fuse_io_reply_backing(file_of(fi)->backing);
+	sfs_fuse_io_reply_backing(file_of(q->r.req, fi)->backing);
 	return fuse_reply_open(q->r.req, fi);
 }
 

@@ -652,13 +652,38 @@ _our_daemon_pids() {
 	} | grep -E '^[0-9]+$' | sort -un | grep -vx -e "$$" -e "$BASHPID"
 }
 
+is_keeper() { [[ $(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null) == *" __keeper "* ]]; }
+
+keeper_of() { # DAEMON_PID -> the pid of its keeper (a child running "strictfs __keeper")
+	local c
+	for c in $(cat "/proc/$1/task/"*/children 2>/dev/null); do
+		is_keeper "$c" && echo "$c"
+	done
+}
+
+# kill_daemon_for_good PID: the daemon and its keeper, so that no successor takes its views
+# over (the daemon is stopped first: it would start a new keeper for the one killed).
+kill_daemon_for_good() {
+	local k
+	kill -STOP "$1" 2>/dev/null
+	k=$(keeper_of "$1")
+	[[ -n $k ]] && kill -KILL "$k" 2>/dev/null
+	kill -KILL "$1" 2>/dev/null
+	[[ -z $k ]] || wait_until 3 pid_gone "$k"
+}
+
 _stop_pid() {
-	# A daemon whose views are gone exits by itself; give it a moment first.
+	# A daemon whose views are gone exits by itself (and ends its keeper); a moment first.
 	wait_until 2 pid_gone "$1" && return 0
+	if is_keeper "$1"; then
+		kill -KILL "$1" 2>/dev/null
+		wait_until 3 pid_gone "$1"
+		return
+	fi
 	log "cleanup: daemon $1 still running after its views were removed; sending SIGTERM"
 	kill -TERM "$1" 2>/dev/null
 	wait_until 5 pid_gone "$1" && return 0
-	kill -KILL "$1" 2>/dev/null
+	kill_daemon_for_good "$1"
 	wait_until 3 pid_gone "$1"
 }
 
@@ -710,3 +735,87 @@ t_cleanup_dir() {
 	_T_CLEANED=0
 	t_cleanup
 }
+
+# ---------------------------------------------------------------------------------------------
+# Daemons, writers and containers shared by the fault, failover and container tests
+
+# source_key SOURCE: the daemon's key (docs/design.md): b-MAJ-MIN or f-DEV-INO.
+source_key() {
+	local ma mi
+	if [[ -b $1 ]]; then
+		read -r ma mi < <(stat -L -c '%t %T' "$1")
+		echo "b-$((16#$ma))-$((16#$mi))"
+	else
+		stat -L -c 'f-%d-%i' "$1"
+	fi
+}
+
+daemon_procs() { # KEY: pids of strictfs daemons serving KEY
+	local p
+	for p in $(_strictfs_procs); do
+		[[ $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) == "strictfs __daemon $1 "* ]] && echo "$p"
+	done
+}
+
+# durable_writer FILE ACKED SECONDS: appends numbered lines to FILE, fsyncing each, and after
+# each fsync appends the number to ACKED (outside the view); prints the errno that ended it.
+durable_writer() {
+	"$PY" - "$1" "$2" "$3" <<'EOF'
+import errno, os, sys, time
+path, acked, t = sys.argv[1], sys.argv[2], float(sys.argv[3])
+end = time.time() + t
+i = 0
+try:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    with open(acked, "a", buffering=1) as ack:
+        while time.time() < end:
+            os.write(fd, b"%d\n" % i)
+            os.fsync(fd)
+            ack.write("%d\n" % i)
+            i += 1
+    print("END")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, str(e.errno)))
+EOF
+}
+
+# every fsynced line is in FILE, in order
+acked_lines_present() { # FILE ACKED
+	local n
+	n=$(wc -l <"$2")
+	[[ $n -gt 0 ]] || return 1
+	[[ $(head -n "$n" "$1" | md5sum) == $(seq 0 $((n - 1)) | md5sum) ]]
+}
+
+fsck_clean() { # DEVICE-OR-IMAGE
+	e2fsck -fn "$1" >"$T_DIR/fsck.out" 2>&1 || {
+		log "e2fsck: $(_short "$T_DIR/fsck.out")"
+		return 1
+	}
+}
+
+# container_start: a container-like process: pid 1 of its own pid namespace, in its own mount
+# namespace with its own /proc and an empty /dev (no /dev/fuse, as in many containers). It ends
+# on SIGTERM (the cleanup's), and the namespaces with it; its host pid in REPLY.
+container_start() {
+	local holder pid i
+	unshare -m -p -f --kill-child --mount-proc --propagation private -- \
+		sh -c 'trap "exit 0" TERM; sleep 100000 & wait' </dev/null >/dev/null 2>&1 &
+	holder=$!
+	for ((i = 0; i < 50; i++)); do
+		pid=$(cat "/proc/$holder/task/$holder/children" 2>/dev/null)
+		pid=${pid%% *}
+		[[ -n $pid ]] && _ns_differs "$pid" && break
+		sleep 0.1
+	done
+	[[ -n $pid ]] && _ns_differs "$pid" || die "could not create a container"
+	echo "$pid $(proc_starttime "$pid")" >>"$T_DIR/.nspids"
+	nsenter -t "$pid" -m mount -t tmpfs -o mode=0755 sfs-ctdev /dev || die "an empty /dev in the container"
+	REPLY=$pid
+}
+
+in_ns_mounts() { # PID MOUNTPOINT -> "SOURCE MOUNTPOINT TYPE" of the view in PID's namespace
+	awk -v m="$2" '$2 == m { l = $1 " " $2 " " $3 } END { print l }' "/proc/$1/mounts"
+}
+
+not_in_ns() { [[ -z $(in_ns_mounts "$1" "$2") ]]; }

@@ -4,32 +4,6 @@
 # invisible outside, and dropped when that namespace ends.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-# container_start: a container-like process: pid 1 of its own pid namespace, in its own mount
-# namespace with its own /proc and an empty /dev (no /dev/fuse, as in many containers). It ends
-# on SIGTERM (the cleanup's), and the namespaces with it; its host pid in REPLY.
-container_start() {
-	local holder pid i
-	unshare -m -p -f --kill-child --mount-proc --propagation private -- \
-		sh -c 'trap "exit 0" TERM; sleep 100000 & wait' </dev/null >/dev/null 2>&1 &
-	holder=$!
-	for ((i = 0; i < 50; i++)); do
-		pid=$(cat "/proc/$holder/task/$holder/children" 2>/dev/null)
-		pid=${pid%% *}
-		[[ -n $pid ]] && _ns_differs "$pid" && break
-		sleep 0.1
-	done
-	[[ -n $pid ]] && _ns_differs "$pid" || die "could not create a container"
-	echo "$pid $(proc_starttime "$pid")" >>"$T_DIR/.nspids"
-	nsenter -t "$pid" -m mount -t tmpfs -o mode=0755 sfs-ctdev /dev || die "an empty /dev in the container"
-	REPLY=$pid
-}
-
-in_ns_mounts() { # PID MOUNTPOINT -> "SOURCE MOUNTPOINT TYPE" of the view in PID's namespace
-	awk -v m="$2" '$2 == m { l = $1 " " $2 " " $3 } END { print l }' "/proc/$1/mounts"
-}
-
-not_in_ns() { [[ -z $(in_ns_mounts "$1" "$2") ]]; }
-
 test_container_view_beside_host_views() {
 	local C N=$T_DIR/ctview A=$T_DIR/a pid
 	mkdir -p "$N"

@@ -5,24 +5,6 @@
 # must pass e2fsck -fn, and each refusal is one line that says what happened.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-# source_key SOURCE: the daemon's key (docs/design.md): b-MAJ-MIN or f-DEV-INO.
-source_key() {
-	local ma mi
-	if [[ -b $1 ]]; then
-		read -r ma mi < <(stat -L -c '%t %T' "$1")
-		echo "b-$((16#$ma))-$((16#$mi))"
-	else
-		stat -L -c 'f-%d-%i' "$1"
-	fi
-}
-
-daemon_procs() { # KEY: pids of strictfs daemons serving KEY
-	local p
-	for p in $(_strictfs_procs); do
-		[[ $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) == "strictfs __daemon $1 "* ]] && echo "$p"
-	done
-}
-
 # reaper_mount OUT ARGS...: `strictfs mount ARGS` run by a child subreaper, which adopts the
 # daemon the command starts and writes "mount RC" then "exit STATUS" (the daemon's) into OUT.
 reaper_mount() {
@@ -47,28 +29,6 @@ EOF
 	wait_until 10 grep -q '^mount ' "$out" || die "strictfs mount $* did not finish"
 	grep -qx 'mount 0' "$out" || die "strictfs mount $* failed"
 	view_pid "${!#}" >/dev/null
-}
-
-# durable_writer FILE ACKED SECONDS: appends numbered lines to FILE, fsyncing each, and after
-# each fsync appends the number to ACKED (outside the view); prints the errno that ended it.
-durable_writer() {
-	"$PY" - "$1" "$2" "$3" <<'EOF'
-import errno, os, sys, time
-path, acked, t = sys.argv[1], sys.argv[2], float(sys.argv[3])
-end = time.time() + t
-i = 0
-try:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    with open(acked, "a", buffering=1) as ack:
-        while time.time() < end:
-            os.write(fd, b"%d\n" % i)
-            os.fsync(fd)
-            ack.write("%d\n" % i)
-            i += 1
-    print("END")
-except OSError as e:
-    print(errno.errorcode.get(e.errno, str(e.errno)))
-EOF
 }
 
 # bulk_writer DIR SECONDS: unsynced 1 MiB writes, round and round 16 MiB of one open file in
@@ -113,21 +73,6 @@ writers_ended() {
 	assert_eq END "$(cat "$T_DIR/bw.out")" "the passthrough writer wrote to the end"
 }
 
-# every fsynced line is in FILE, in order
-acked_lines_present() { # FILE ACKED
-	local n
-	n=$(wc -l <"$2")
-	[[ $n -gt 0 ]] || return 1
-	[[ $(head -n "$n" "$1" | md5sum) == $(seq 0 $((n - 1)) | md5sum) ]]
-}
-
-fsck_clean() { # DEVICE-OR-IMAGE
-	e2fsck -fn "$1" >"$T_DIR/fsck.out" 2>&1 || {
-		log "e2fsck: $(_short "$T_DIR/fsck.out")"
-		return 1
-	}
-}
-
 # refused_here REGEX CMD...: as lib.sh's assert_refused_re (exit 1, one line "strictfs: ..."
 # matching REGEX), but what must not be left behind is judged by this test's own mounts,
 # daemons and loop devices: other suites may mount and start daemons on this machine meanwhile.
@@ -167,7 +112,9 @@ test_faults_sigkill_under_write_load() {
 	pid=$(view_pid "$V")
 	assert_eq true "$(view_json "$W" | jq -r .data_path.passthrough)" "W's files go by passthrough"
 	start_writers "$V" "$W"
-	assert_ok kill -KILL "$pid"
+	# the daemon and its keeper: nothing is left to take the views over (t_failover has the
+	# daemon alone killed)
+	assert_ok kill_daemon_for_good "$pid"
 	assert_ok wait_daemon_gone "$pid" 5
 	# fail fast: the writer that needs the daemon ends with ENOTCONN, nothing hangs
 	writers_ended
@@ -203,7 +150,7 @@ test_faults_dead_view_mount_and_umount() {
 	view "" "$IMG" "$V"
 	pid=$(view_pid "$V")
 	echo before >"$V/f"
-	assert_ok kill -KILL "$pid"
+	assert_ok kill_daemon_for_good "$pid"
 	assert_ok wait_daemon_gone "$pid" 5
 	assert_fails timeout 5 cat "$V/f"
 	assert_contains "Transport endpoint is not connected|Software caused connection abort" \

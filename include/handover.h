@@ -1,0 +1,173 @@
+/* The state a successor daemon takes over (contract §6.4, doc/design.md "Failover"): what
+ * the kernels were told, kept where a dead daemon's memory cannot take it along. It lives in
+ * one memfd in the daemon's descriptor table, which the keeper shares (keeper.h); a successor
+ * maps it, checks it and serves on. Nothing in it is ever trusted unchecked:
+ * - the daemon's record and each view's are written twice over (the older copy first), each
+ *   copy with a sequence number and a checksum, so a crash in the middle of a write leaves the
+ *   previous copy whole;
+ * - an open file's record is published last (its checksum, then its live word), so a crash
+ *   before that leaves no record, only a descriptor the successor closes: the kernel had no
+ *   answer yet and sends the open again (FUSE_NOTIFY_RESEND);
+ * - a lookup count is one 64-bit store, made before the answer is sent.
+ * The layout is this binary's; a successor refuses a state of another version. */
+#ifndef SFS_HANDOVER_H
+#define SFS_HANDOVER_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "options.h"
+
+#define SFS_HO_VERSION 1
+#define SFS_HO_CRASHES 8          /* crash times remembered */
+#define SFS_HO_VIEWS 4096        /* registry slots (SFS_MAX_VIEWS) */
+#define SFS_HO_FILES (1u << 20)   /* open files and directories over all views */
+#define SFS_HO_INIT_MAX 256       /* the kernel's INIT request: header and fuse_init_in */
+
+enum sfs_ho_state {
+	SFS_HO_SERVING = 1,           /* a daemon serves; if it goes, it crashed */
+	SFS_HO_HANDING_OVER = 2,      /* it stopped at a request boundary for a successor */
+};
+
+struct sfs_ho_backing {
+	int32_t root_fd, loop_fd, dev_fd;
+	uint32_t loop_attached, mode, read_only, has_acl, has_user_xattr;
+	uint64_t rdev, fs_dev;
+	uint64_t root_dev, root_ino;  /* what root_fd must be */
+	char device[PATH_MAX];
+	char options[1024];
+	char uuid[64];
+	char existing_at[PATH_MAX];
+};
+
+/* The daemon's record. */
+struct sfs_ho_daemon {
+	uint64_t generation;          /* 1 for the daemon that mounted the backing */
+	int64_t started_ms;           /* CLOCK_REALTIME, the first generation's start */
+	int64_t took_over_ms;         /* when this generation took over; 0 for the first */
+	uint32_t state;               /* enum sfs_ho_state */
+	uint32_t ncrash;              /* crash times below, oldest first */
+	int64_t crash_ms[SFS_HO_CRASHES];
+	uint32_t source_is_file;
+	int32_t listen_fd, lock_fd;
+	char failed[256];             /* why the views answer EIO, or "" */
+	char key[64];
+	char source[PATH_MAX];
+	char options[SFS_OPTSTR_MAX]; /* the first view's, in force on the backing */
+	char binary[PATH_MAX];        /* what the keeper starts */
+	struct sfs_ho_backing backing;
+};
+
+/* A view's record, under its registry slot. */
+struct sfs_ho_view {
+	uint32_t slot;
+	int32_t fuse_fd;
+	uint64_t ns_dev, ns_ino;
+	uint32_t init_len;            /* 0 until the kernel's INIT was read */
+	uint8_t init[SFS_HO_INIT_MAX];
+	uint32_t qroot_tracked;       /* a subdir view with size=/inodes= */
+	int32_t uring_fd;             /* its io_uring entries' buffers (fuse_uring.h), or -1 */
+	uint32_t uring_entries;
+	uint64_t uring_base, uring_region;
+	char mountpoint[PATH_MAX];
+	char source[PATH_MAX];
+	uint32_t opts_size;           /* sizeof(struct sfs_opts) of the writer */
+	struct sfs_opts opts;
+};
+
+enum sfs_ho_kind { SFS_HO_FILE = 1, SFS_HO_DIR = 2 };
+
+#define SFS_HO_WRITES 1u          /* open for writing */
+#define SFS_HO_PT_NOBODY 2u       /* its passthrough backing file was registered as nobody */
+#define SFS_HO_PT_ATIME 4u        /* reads through it move the atime */
+#define SFS_HO_CACHED 8u          /* the view's kernel may keep pages it read */
+
+/* An open file or directory: the kernel knows it by its slot (fuse_file_info.fh). */
+struct sfs_ho_file {
+	_Atomic uint32_t live;        /* 0, or enum sfs_ho_kind once the record is whole */
+	uint32_t view;
+	int32_t fd;
+	_Atomic int32_t twin;         /* see struct sfs_file; -1 for none */
+	int32_t backing;              /* passthrough backing id, 0 for none */
+	uint32_t flags;               /* SFS_HO_* */
+	uint64_t node;                /* node id */
+	uint64_t dev, ino;            /* what fd must be */
+	uint32_t key_uid, key_gid;    /* whose credentials the backing file has */
+	uint64_t key_groups;
+	uint64_t check;
+};
+
+/* One view's lookups of one node id, as read back (sfs_ho_refs_of). */
+struct sfs_ho_ref {
+	uint32_t view;
+	uint64_t count;
+};
+
+struct sfs_ho_lookup;
+
+struct sfs_handover {
+	int fd;                       /* the memfd */
+	unsigned char *map;
+	size_t size;
+	bool resumed;                 /* taken over from a predecessor */
+	struct sfs_ho_daemon daemon;  /* the current record, as last written */
+	pthread_mutex_t records_lock; /* the daemon's and the views' records */
+	/* lookups: under the inode table's lock (inode.c is the only user) */
+	struct sfs_ho_lookup *lk;     /* the active half */
+	uint32_t lk_half, lk_bits;
+	size_t lk_used, lk_dead;
+	/* open file slots: this process's objects, and the free ones */
+	pthread_mutex_t files_lock;
+	void **objects;               /* SFS_HO_FILES, allocated */
+	uint32_t *free_slots;
+	size_t nfree, next_slot;
+};
+
+/* A new, empty state (a first daemon). Returns 0 or -errno. */
+int sfs_ho_create(struct sfs_handover *h);
+
+/* The state in memfd fd, left by a predecessor, checked: 0, or -EINVAL with why in err. */
+int sfs_ho_adopt(struct sfs_handover *h, int fd, char *err, size_t errlen);
+
+/* The daemon's record, rewritten whole. */
+void sfs_ho_write_daemon(struct sfs_handover *h);
+
+/* A view's record (written whole), or NULL after sfs_ho_drop_view. */
+void sfs_ho_write_view(struct sfs_handover *h, const struct sfs_ho_view *v);
+void sfs_ho_drop_view(struct sfs_handover *h, uint32_t slot);
+/* Copies the valid record of slot into out: true, or false when it has none. */
+bool sfs_ho_read_view(struct sfs_handover *h, uint32_t slot, struct sfs_ho_view *out);
+
+/* Open files. A slot for obj (this process's object); its record is published with
+ * sfs_ho_file_publish before the kernel hears of it, cleared before its descriptor closes. */
+int sfs_ho_file_alloc(struct sfs_handover *h, void *obj);
+void sfs_ho_file_publish(struct sfs_handover *h, int slot, struct sfs_ho_file *rec);
+void sfs_ho_file_set_twin(struct sfs_handover *h, int slot, int fd);
+void sfs_ho_file_free(struct sfs_handover *h, int slot);
+/* The object of a slot the kernel names, or NULL for one that holds none of kind. */
+void *sfs_ho_file_object(struct sfs_handover *h, uint64_t slot, enum sfs_ho_kind kind);
+/* A live record of the predecessor (after sfs_ho_adopt): true and the record, else false. */
+bool sfs_ho_file_record(struct sfs_handover *h, uint32_t slot, struct sfs_ho_file *out);
+/* Takes over a predecessor's slot for obj. */
+void sfs_ho_file_adopt(struct sfs_handover *h, uint32_t slot, void *obj);
+/* After the predecessor's records were taken: the slots left free are free. */
+void sfs_ho_files_settle(struct sfs_handover *h);
+
+/* Lookup counts, under the inode table's lock. */
+void sfs_ho_ref_set(struct sfs_handover *h, uint64_t id, uint32_t view, uint64_t count);
+size_t sfs_ho_refs_of(struct sfs_handover *h, uint64_t id, struct sfs_ho_ref *out, size_t max);
+uint64_t sfs_ho_ref_get(struct sfs_handover *h, uint64_t id, uint32_t view);
+/* Every count of a view that ended. */
+void sfs_ho_refs_drop_view(struct sfs_handover *h, uint32_t view);
+
+/* Closes every descriptor above stderr that the state does not name, nor keep: a successor
+ * inherits its predecessor's whole table, caches and half-done work included. */
+void sfs_ho_close_unnamed(struct sfs_handover *h, int keep);
+
+int64_t sfs_ho_now_ms(void);
+
+#endif

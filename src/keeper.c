@@ -1,0 +1,168 @@
+/* The keeper (see keeper.h). Its code runs in a clone of the daemon that shares nothing but
+ * the descriptor table and a copy of the memory of the moment, so it uses only system calls:
+ * no allocation, no lock, nothing another thread of the daemon might have held at the clone. */
+#include "keeper.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define KEEPER_STACK (64 * 1024)
+
+static struct {
+	int daemon_pidfd;
+	const char *binary;
+	char *const *argv;
+	char *title;
+	struct timespec started;
+} K;
+
+static char keeper_stack[KEEPER_STACK] __attribute__((aligned(64)));
+
+/* Every descriptor of the table survives the exec: the successor sorts out which it needs
+ * (handover.h), and closes the rest. */
+static void keep_all_across_exec(void)
+{
+	char buf[4096];
+	int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	long n;
+
+	if (dir < 0)
+		return;
+	while ((n = syscall(SYS_getdents64, dir, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < n;) {
+			unsigned short reclen;
+			const char *name;
+			int fd = 0;
+			memcpy(&reclen, buf + off + 16, sizeof(reclen));
+			name = buf + off + 19;
+			for (; *name >= '0' && *name <= '9'; name++)
+				fd = fd * 10 + (*name - '0');
+			if (!*name && name != buf + off + 19 && fd != dir)
+				fcntl(fd, F_SETFD, 0);
+			off += reclen;
+		}
+	}
+	close(dir);
+}
+
+static void last_for_oom_killer(void)
+{
+	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		if (write(fd, "-1000", 5) < 0) {
+			/* not root's to set here: the keeper is still tiny */
+		}
+		close(fd);
+	}
+}
+
+/* The kernel's struct sigaction: glibc's wrapper (and a sanitizer's in front of it) is not
+ * the keeper's to call. */
+struct kernel_sigaction {
+	void (*handler)(int);
+	unsigned long flags;
+	void (*restorer)(void);
+	uint64_t mask;
+};
+
+static void ignore_signals(void)
+{
+	struct kernel_sigaction ign = {.handler = SIG_IGN};
+	uint64_t none = 0;
+
+	for (int s = 1; s <= 64; s++)
+		if (s != SIGKILL && s != SIGSTOP && s != SIGCHLD)
+			syscall(SYS_rt_sigaction, s, &ign, NULL, sizeof(uint64_t));
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof(uint64_t));
+}
+
+__attribute__((no_sanitize("address", "undefined")))
+static int keeper_main(void *arg)
+{
+	struct pollfd pf = {K.daemon_pidfd, POLLIN, 0};
+	struct timespec now;
+
+	(void)arg;
+	for (int i = 0; i < 8; i++)
+		K.title[i] = "__keeper"[i];
+	prctl(PR_SET_NAME, "strictfs-keep");
+	last_for_oom_killer();
+	ignore_signals();
+	while (poll(&pf, 1, -1) < 0 || !(pf.revents & (POLLIN | POLLHUP)))
+		;
+	/* a successor that dies at once would make this a loop: not faster than 4 a second */
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (now.tv_sec - K.started.tv_sec < 1) {
+		struct timespec pause = {0, 250 * 1000 * 1000};
+		nanosleep(&pause, NULL);
+	}
+	keep_all_across_exec();
+	execve(K.binary, K.argv, environ);
+	execve("/proc/self/exe", K.argv, environ); /* the binary was removed: the one running */
+	_exit(127);
+}
+
+int sfs_keeper_start(struct sfs_keeper *k, const char *binary, char *const argv[], char *title)
+{
+	int pidfd = -1;
+	pid_t pid;
+
+	K.daemon_pidfd = syscall(SYS_pidfd_open, getpid(), 0);
+	if (K.daemon_pidfd < 0)
+		return -errno;
+	fcntl(K.daemon_pidfd, F_SETFD, FD_CLOEXEC);
+	K.binary = binary;
+	K.argv = argv;
+	K.title = title;
+	clock_gettime(CLOCK_MONOTONIC, &K.started);
+	pid = clone(keeper_main, keeper_stack + sizeof(keeper_stack),
+	            CLONE_FILES | CLONE_PIDFD | SIGCHLD, NULL, &pidfd);
+	if (pid < 0) {
+		int e = errno;
+		close(K.daemon_pidfd);
+		return -e;
+	}
+	fcntl(pidfd, F_SETFD, FD_CLOEXEC);
+	k->pid = pid;
+	k->pidfd = pidfd;
+	return 0;
+}
+
+bool sfs_keeper_gone(struct sfs_keeper *k)
+{
+	struct pollfd pf = {k->pidfd, POLLIN, 0};
+
+	if (!k->pid || poll(&pf, 1, 0) <= 0 || !(pf.revents & POLLIN))
+		return false;
+	waitpid(k->pid, NULL, 0);
+	close(k->pidfd);
+	close(K.daemon_pidfd);
+	k->pid = 0;
+	k->pidfd = -1;
+	return true;
+}
+
+void sfs_keeper_stop(struct sfs_keeper *k)
+{
+	if (!k->pid)
+		return;
+	syscall(SYS_pidfd_send_signal, k->pidfd, SIGKILL, NULL, 0);
+	waitpid(k->pid, NULL, 0);
+	close(k->pidfd);
+	close(K.daemon_pidfd);
+	k->pid = 0;
+	k->pidfd = -1;
+}
