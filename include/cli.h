@@ -22,6 +22,9 @@ int sfs_cli_remount(const char *mountpoint, const char *options);
 int sfs_cli_quota(int argc, char **argv);
 /* The source a strictfs view's mount table entry names. */
 bool sfs_cli_view_source(const char *mp, char *src, size_t len);
+/* The key of the daemon serving what (a source, or a view's mountpoint): 0, or -1 with the
+ * one-line error in err when no daemon serves it. */
+int sfs_cli_running_key(const char *what, char *key, size_t keylen, char *err, size_t errlen);
 struct sfs_msg;
 /* One request to the daemon of key: 0, or -1 with its one-line refusal in err (the reply is
  * then freed). */

@@ -20,6 +20,8 @@ enum sfs_msg_type {
 	SFS_REQ_QUOTA = 5,    /* fields: op (set, grace, report, check) and its arguments
 	                         (type, id, bsoft, bhard, isoft, ihard, bgrace, igrace,
 	                         mountpoint); reply: json */
+	SFS_REQ_UPGRADE = 6,  /* no fields: hand the views over to the installed binary; reply:
+	                         generation (the one handing over), pid */
 	SFS_REPLY = 100,      /* fields: rc (0 or errno), msg (one error line), more per request */
 };
 

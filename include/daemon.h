@@ -52,19 +52,24 @@ struct sfs_daemon {
 	struct sfs_conn conns[SFS_MAX_CONNS];
 	int nconns;
 	bool closing;                    /* under control_lock: the loop has ended */
-	/* Views that outlive the daemon (contract §6.4): the state a successor takes over, the
-	 * keeper that starts it, and what the keeper execs. */
+	/* Views that outlive the daemon (contract §6, "Failover"): the state a successor takes
+	 * over, the keeper that starts it, and what the keeper execs. */
 	struct sfs_handover ho;
 	struct sfs_keeper keeper;
 	char binary[PATH_MAX];
 	char state_arg[16];
 	char *keeper_argv[9];
 	char *title;                     /* our argv "__daemon", which the keeper retitles */
+	bool handed_over;                /* the views are the successor's: exit once the reply is sent */
 };
 
 /* `strictfs __daemon KEY SOURCE FILE? OPTIONS READY_FD`: the daemon's entry point; a
  * successor is `strictfs __daemon KEY SOURCE FILE? - -1 STATE_FD` (keeper.h). */
 int sfs_daemon_main(int argc, char **argv);
+
+/* `strictfs __state-version`: prints the version and layout of the handover state this binary
+ * reads (handover.h). */
+int sfs_daemon_state_version(void);
 
 /* Tells the control loop that something changed (a view ended). */
 void sfs_daemon_wake(struct sfs_daemon *d);

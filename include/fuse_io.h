@@ -53,6 +53,7 @@ struct sfs_fuse_io {
 	bool replaying;                /* the INIT reply is libfuse's to make, not the kernel's to get */
 	struct sfs_uring_area area;    /* the io_uring entries' buffers (fd -1: none) */
 	struct sfs_uring_area inherit; /* a successor's: the predecessor's (fd -1: none) */
+	atomic_bool failed;            /* every request is answered EIO (set before the session starts) */
 };
 
 struct fuse_session;
@@ -89,6 +90,22 @@ int sfs_fuse_io_replay_init(struct sfs_fuse_io *io, const void *init, size_t len
 /* Asks the kernel to send again every request the connection's previous server read and never
  * answered (FUSE_NOTIFY_RESEND, doc/kernel.md §4.11). Returns 0 or -errno. */
 int sfs_fuse_io_resend(struct sfs_fuse_io *io);
+
+/* The handover gate (strictfs upgrade): after sfs_fuse_io_hold, no thread begins a request
+ * (a request read from /dev/fuse stays unanswered, for the kernel to resend to the successor;
+ * an io_uring entry keeps its request, or its reply, for the successor to finish), and those
+ * being served are finished. sfs_fuse_io_quiet waits up to ms for none to be served. Transport
+ * threads call sfs_fuse_io_begin when they have a request and sfs_fuse_io_end when it is
+ * answered: either may not return once the gate is held. */
+void sfs_fuse_io_hold(void);
+bool sfs_fuse_io_quiet(int ms);
+void sfs_fuse_io_begin(void);
+void sfs_fuse_io_end(void);
+
+/* The kernel's id of the request the calling thread serves, bit 63 set for one it sent again
+ * (FUSE_NOTIFY_RESEND); set by the transport as it hands the request to libfuse. */
+uint64_t sfs_fuse_io_unique(void);
+void sfs_fuse_io_set_unique(uint64_t unique);
 
 /* The next OPEN or CREATE reply this thread sends hands backing id over (FOPEN_PASSTHROUGH),
  * instead of any page-cache flag. 0 sends it as libfuse made it. */

@@ -9,6 +9,8 @@
 #ifndef SFS_FUSE_URING_H
 #define SFS_FUSE_URING_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -40,12 +42,20 @@ struct sfs_uring_area {
 /* Sets up, before the INIT reply offers io_uring, everything that could fail: a ring, a
  * buffer and a waiting thread per entry, for every possible CPU. payload is the kernel's
  * max(8 KiB, max_write, max_pages pages). A successor passes its predecessor's area (else
- * NULL). NULL with errno set if any of it fails: the reply must then not ask for io_uring. */
+ * NULL). While *failed, every request is answered EIO. NULL with errno set if any of it
+ * fails: the reply must then not ask for io_uring. */
 struct sfs_fuse_uring *sfs_fuse_uring_prepare(struct fuse_session *se, int fuse_fd,
-                                              size_t payload, const struct sfs_uring_area *from);
+                                              size_t payload, const struct sfs_uring_area *from,
+                                              const atomic_bool *failed);
 
 /* The area of u, for the state a successor takes over. */
 void sfs_fuse_uring_area(const struct sfs_fuse_uring *u, struct sfs_uring_area *out);
+
+/* The handover (fuse_io.h): no entry submits a command any more, and those waiting for a
+ * request are cancelled, so that each entry ends either idle (parked by the kernel, registered
+ * again by the successor) or with a request or reply in its buffers (finished by the
+ * successor). */
+void sfs_fuse_uring_hold(struct sfs_fuse_uring *u);
 
 /* Requests that reached a queue while it had no entry wait for the next request on that
  * queue (the kernel hands them out only when an entry commits or a request arrives): after a

@@ -1,7 +1,8 @@
-/* The state a successor daemon takes over (contract §6.4, doc/design.md "Failover"): what
- * the kernels were told, kept where a dead daemon's memory cannot take it along. It lives in
- * one memfd in the daemon's descriptor table, which the keeper shares (keeper.h); a successor
- * maps it, checks it and serves on. Nothing in it is ever trusted unchecked:
+/* The state a successor daemon takes over (contract §6, "Failover"; doc/design.md,
+ * "Failover"): what the kernels were told, kept where a dead daemon's memory cannot take it
+ * along. It lives in one memfd in the daemon's descriptor table, which the keeper shares
+ * (keeper.h); a successor maps it, checks it and serves on. Nothing in it is trusted
+ * unchecked:
  * - the daemon's record and each view's are written twice over (the older copy first), each
  *   copy with a sequence number and a checksum, so a crash in the middle of a write leaves the
  *   previous copy whole;
@@ -23,7 +24,6 @@
 #include "options.h"
 
 #define SFS_HO_VERSION 1
-#define SFS_HO_CRASHES 8          /* crash times remembered */
 #define SFS_HO_VIEWS 4096        /* registry slots (SFS_MAX_VIEWS) */
 #define SFS_HO_FILES (1u << 20)   /* open files and directories over all views */
 #define SFS_HO_INIT_MAX 256       /* the kernel's INIT request: header and fuse_init_in */
@@ -50,8 +50,10 @@ struct sfs_ho_daemon {
 	int64_t started_ms;           /* CLOCK_REALTIME, the first generation's start */
 	int64_t took_over_ms;         /* when this generation took over; 0 for the first */
 	uint32_t state;               /* enum sfs_ho_state */
-	uint32_t ncrash;              /* crash times below, oldest first */
-	int64_t crash_ms[SFS_HO_CRASHES];
+	uint32_t crash_limit;         /* crashes within a minute that end the failover */
+	uint32_t crashes;             /* since window_ms */
+	uint64_t crashes_total;
+	int64_t window_ms;            /* when the first crash of the current minute came */
 	uint32_t source_is_file;
 	int32_t listen_fd, lock_fd;
 	char failed[256];             /* why the views answer EIO, or "" */
@@ -101,6 +103,28 @@ struct sfs_ho_file {
 	uint64_t check;
 };
 
+#define SFS_HO_INTENTS 4096      /* namespace changes in progress at once */
+
+enum sfs_ho_intent_state { SFS_HO_BEGUN = 1, SFS_HO_DONE = 2 };
+enum sfs_ho_intent_op {
+	SFS_HO_MAKE = 1, SFS_HO_REMOVE = 2, SFS_HO_RENAME = 3, SFS_HO_EXCHANGE = 4,
+	SFS_HO_APPEND = 5,            /* a write to an O_APPEND descriptor: obj the size before */
+};
+
+/* A change of names (or an append) a request is making (ops/intent.c): recorded before the backing call,
+ * marked done with its result after, ended once the answer is sent. A successor asked again
+ * (FUSE_NOTIFY_RESEND) answers what the first attempt did. */
+struct sfs_ho_intent {
+	_Atomic uint32_t state;       /* 0 free, enum sfs_ho_intent_state */
+	uint32_t view;
+	uint64_t unique;              /* the request's, without the resend bit */
+	uint32_t op;                  /* enum sfs_ho_intent_op */
+	int32_t rc;                   /* SFS_HO_DONE: the backing call's result, 0 or -errno */
+	uint64_t dir, dir2;           /* node ids of the directories */
+	uint64_t obj, obj2;           /* inode numbers the names held before (0: none) */
+	char name[256], name2[256];
+};
+
 /* One view's lookups of one node id, as read back (sfs_ho_refs_of). */
 struct sfs_ho_ref {
 	uint32_t view;
@@ -120,6 +144,9 @@ struct sfs_handover {
 	struct sfs_ho_lookup *lk;     /* the active half */
 	uint32_t lk_half, lk_bits;
 	size_t lk_used, lk_dead;
+	pthread_mutex_t intents_lock;
+	uint32_t *free_intents;
+	size_t nfree_intents, next_intent;
 	/* open file slots: this process's objects, and the free ones */
 	pthread_mutex_t files_lock;
 	void **objects;               /* SFS_HO_FILES, allocated */
@@ -157,6 +184,14 @@ void sfs_ho_file_adopt(struct sfs_handover *h, uint32_t slot, void *obj);
 /* After the predecessor's records were taken: the slots left free are free. */
 void sfs_ho_files_settle(struct sfs_handover *h);
 
+/* Intents: a slot (or -1 when all are taken: the change is then not recorded), marked done,
+ * ended. sfs_ho_intent_find gives a predecessor's intent for a request, or -1. */
+int sfs_ho_intent_begin(struct sfs_handover *h, const struct sfs_ho_intent *rec);
+void sfs_ho_intent_done(struct sfs_handover *h, int slot, int rc);
+void sfs_ho_intent_end(struct sfs_handover *h, int slot);
+int sfs_ho_intent_find(struct sfs_handover *h, uint32_t view, uint64_t unique,
+                       struct sfs_ho_intent *out);
+
 /* Lookup counts, under the inode table's lock. */
 void sfs_ho_ref_set(struct sfs_handover *h, uint64_t id, uint32_t view, uint64_t count);
 size_t sfs_ho_refs_of(struct sfs_handover *h, uint64_t id, struct sfs_ho_ref *out, size_t max);
@@ -169,5 +204,8 @@ void sfs_ho_refs_drop_view(struct sfs_handover *h, uint32_t view);
 void sfs_ho_close_unnamed(struct sfs_handover *h, int keep);
 
 int64_t sfs_ho_now_ms(void);
+
+/* "VERSION LAYOUT" of the state this binary writes and reads. */
+void sfs_ho_format_version(char *buf, size_t len);
 
 #endif

@@ -1,14 +1,16 @@
-/* The keeper: what holds a daemon's views while no daemon runs (contract §6.4). A child that
- * shares the daemon's descriptor table (CLONE_FILES), so every descriptor the daemon opens is
- * also the keeper's, with no message per open: the /dev/fuse connections, the backing mount,
- * the open files, the control socket and the state (handover.h). When the daemon ends without
- * stopping it (a crash, SIGKILL, the OOM killer, or a handover for an upgrade), the connections
- * stay alive because the keeper still holds them, and the keeper becomes the successor: it
- * execs the installed binary, which inherits the whole table and takes over.
+/* The keeper: what holds a daemon's views while no daemon runs (contract §6, "Failover"). A
+ * child that shares the daemon's descriptor table (CLONE_FILES), so every descriptor the
+ * daemon opens is also the keeper's, with no message per open: the /dev/fuse connections, the
+ * backing mount, the open files, the control socket and the state (handover.h). When the
+ * daemon ends without stopping it (a crash, SIGKILL, the OOM killer, or a handover for an
+ * upgrade), the connections stay alive because the keeper still holds them, and the keeper
+ * becomes the successor: it execs the installed binary, which inherits the whole table and
+ * takes over.
  *
  * It is made first thing in the daemon's life, while the daemon is a fresh image, so its
  * copy of the memory stays small; it then only waits (poll on a pidfd), allocates nothing,
- * serves no request, ignores every signal but SIGKILL and is the OOM killer's last choice. */
+ * serves no request, ignores every signal but SIGKILL and asks to be the OOM killer's last
+ * choice. */
 #ifndef SFS_KEEPER_H
 #define SFS_KEEPER_H
 

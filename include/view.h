@@ -40,6 +40,7 @@ struct sfs_view {
 	pthread_t poke;                 /* a successor's wake-up of its io_uring queues */
 	bool poke_started;
 	atomic_bool ended;              /* the session loop returned (unmounted or aborted) */
+	bool failed;                    /* its daemon kept crashing: every request answers EIO */
 	atomic_ullong requests;
 	atomic_int open_files;
 	double entry_timeout;

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -40,6 +41,8 @@ static void usage(FILE *out)
 	      " strictfs status [SOURCE|MOUNTPOINT] [--json]    daemons, backings and views\n"
 	      " strictfs quota set|grace|report|check SOURCE ... usage and limits; see\n"
 	      "                                                 'strictfs quota --help'\n"
+	      " strictfs upgrade SOURCE                         hand the views over to the binary\n"
+	      "                                                 installed now\n"
 	      " strictfs demo                                   the seed scenario, end to end\n"
 	      "\nOptions:\n"
 	      " -o, --options LIST   view options (acl, noacl, user_xattr, nouser_xattr, ro, rw,\n"
@@ -134,6 +137,24 @@ int sfs_cli_call_daemon(const char *key, struct sfs_msg *req, struct sfs_msg *re
 		sfs_errf(err, errlen, object, "refused by the daemon");
 	sfs_msg_free(rep);
 	return -1;
+}
+
+int sfs_cli_running_key(const char *what, char *key, size_t keylen, char *err, size_t errlen)
+{
+	char path[PATH_MAX], src[PATH_MAX], real[PATH_MAX];
+	bool is_file;
+	int conn;
+
+	if (realpath(what, real) && sfs_cli_view_source(real, src, sizeof(src)))
+		what = src;
+	if (sfs_source_key(what, key, keylen, path, sizeof(path), &is_file, err, errlen))
+		return -1;
+	if ((conn = sfs_client_connect(key)) < 0) {
+		sfs_errf(err, errlen, what, "no strictfs daemon serves it (mount a view of it first)");
+		return -1;
+	}
+	close(conn);
+	return 0;
 }
 
 /* ns_target: the namespace the view was mounted in, or -1 for this process's own. */
@@ -582,6 +603,79 @@ static void filter_status(json_object *doc, const char *what)
 	json_object_object_add(doc, "daemons", kept);
 }
 
+/* The generation and pid of the daemon of key, from its status; false if it does not answer. */
+static bool daemon_generation(const char *key, unsigned long long *gen, long *pid)
+{
+	struct sfs_msg req, rep;
+	json_object *doc = NULL;
+	const char *j;
+	bool ok = false;
+
+	sfs_msg_init(&req, SFS_REQ_STATUS);
+	if (sfs_client_call(key, &req, &rep) == 0) {
+		if ((j = sfs_msg_get(&rep, "json")) && (doc = json_tokener_parse(j))) {
+			*gen = json_object_get_uint64(json_object_object_get(doc, "generation"));
+			*pid = json_object_get_int64(json_object_object_get(doc, "pid"));
+			ok = true;
+			json_object_put(doc);
+		}
+		sfs_msg_free(&rep);
+	}
+	sfs_msg_free(&req);
+	return ok;
+}
+
+static long long monotonic_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/* Hands the views of a source over to the binary installed now, and waits for it to serve. */
+static int cmd_upgrade(int argc, char **argv)
+{
+	char key[128], err[ERRLEN];
+	unsigned long long old_gen, gen = 0;
+	struct sfs_msg req, rep;
+	long old_pid, pid = 0;
+	long long t0, t;
+
+	if (argc != 2)
+		return usage_error("upgrade: %s", "needs one SOURCE (or a view's MOUNTPOINT)");
+	if (sfs_cli_running_key(argv[1], key, sizeof(key), err, sizeof(err))) {
+		print_err(err);
+		return SFS_EXIT_FAIL;
+	}
+	t0 = monotonic_ms();
+	sfs_msg_init(&req, SFS_REQ_UPGRADE);
+	if (sfs_cli_call_daemon(key, &req, &rep, argv[1], err, sizeof(err))) {
+		sfs_msg_free(&req);
+		print_err(err);
+		return SFS_EXIT_FAIL;
+	}
+	old_gen = strtoull(sfs_msg_get(&rep, "generation") ?: "0", NULL, 10);
+	old_pid = strtol(sfs_msg_get(&rep, "pid") ?: "0", NULL, 10);
+	sfs_msg_free(&rep);
+	sfs_msg_free(&req);
+	do {
+		bool answered = daemon_generation(key, &gen, &pid);
+		t = monotonic_ms();
+		if (answered && gen > old_gen)
+			break;
+		usleep(2000);
+	} while (t - t0 < 30000);
+	if (gen <= old_gen) {
+		fprintf(stderr, "strictfs: %s: generation %llu handed over, but no successor answered "
+		        "within 30 s (see the system log)\n", argv[1], old_gen);
+		return SFS_EXIT_FAIL;
+	}
+	printf("%s: generation %llu (pid %ld) took over from generation %llu (pid %ld) in %lld ms\n",
+	       argv[1], gen, pid, old_gen, old_pid, t - t0);
+	return SFS_EXIT_OK;
+}
+
 static int cmd_status(int argc, char **argv)
 {
 	const char *what = NULL;
@@ -636,6 +730,8 @@ int sfs_cli_main(int argc, char **argv)
 		return cmd_status(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "quota"))
 		return sfs_cli_quota(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "upgrade"))
+		return cmd_upgrade(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "demo"))
 		return sfs_demo("/proc/self/exe");
 	return usage_error("%s: unknown command", argv[1]);

@@ -34,6 +34,7 @@
 #include <libmount.h>
 
 #include "coherence.h"
+#include "fuse_uring.h"
 #include "names.h"
 #include "policy.h"
 #include "control.h"
@@ -195,6 +196,16 @@ static int open_view_root(struct sfs_daemon *d, const char *subdir, struct sfs_n
 	return sfs_itab_get(&d->svc.itab, &d->svc.fdc, fd, &st, SFS_PIN, out);
 }
 
+/* A daemon that kept crashing serves nothing new until its views are gone (contract §6). */
+static int refuse_when_failed(struct sfs_daemon *d, char *err, size_t errlen)
+{
+	if (!d->ho.daemon.failed[0])
+		return 0;
+	sfs_errf(err, errlen, d->source, "its daemon failed (%s); unmount its views first",
+	         d->ho.daemon.failed);
+	return -EIO;
+}
+
 /* Whether a view with options o can join the views already served. */
 static int admissible(struct sfs_daemon *d, const struct sfs_opts *o, char *err, size_t errlen)
 {
@@ -202,6 +213,8 @@ static int admissible(struct sfs_daemon *d, const struct sfs_opts *o, char *err,
 	struct sfs_view *v;
 	int rc;
 
+	if ((rc = refuse_when_failed(d, err, errlen)))
+		return rc;
 	if (o->share != d->in_force.share) {
 		sfs_errf(err, errlen, o->share == SFS_SHARE_EXISTING ? "share=existing" : "share=exclusive",
 		         "%s is already served with %s", d->source,
@@ -394,6 +407,10 @@ static int remount_view(struct sfs_daemon *d, struct sfs_msg *req, unsigned long
 		sfs_errf(err, errlen, mp, "not a view of %s", d->source);
 		return -ENOENT;
 	}
+	if (v->failed) {
+		sfs_errf(err, errlen, mp, "its daemon failed (%s); unmount it", d->ho.daemon.failed);
+		return -EIO;
+	}
 	if ((rc = sfs_opts_remount(&v->opts, optstr, &o, err, errlen)) ||
 	    (rc = sfs_opts_sb_compatible(&d->in_force, &o, err, errlen)))
 		return rc;
@@ -571,6 +588,82 @@ static void conn_deadline(struct sfs_daemon *d, int slot, int ms)
 	pthread_mutex_unlock(&d->conns_lock);
 }
 
+/* ---- strictfs upgrade ------------------------------------------------------------------ */
+
+/* Requests being served may take this long to finish before the handover goes on without
+ * them (they are then resent to the successor, as after a crash). */
+#define HANDOVER_QUIET_MS 10000
+
+/* Whether the binary the keeper will exec reads the state this daemon writes. */
+static int successor_compatible(struct sfs_daemon *d, char *err, size_t errlen)
+{
+	char mine[64], theirs[64] = "", cmd[PATH_MAX + 32];
+	FILE *p;
+
+	sfs_ho_format_version(mine, sizeof(mine));
+	if (access(d->binary, X_OK) < 0) {
+		sfs_errf(err, errlen, d->binary, "cannot hand over to it: %s", strerror(errno));
+		return -ENOENT;
+	}
+	snprintf(cmd, sizeof(cmd), "'%s' __state-version 2>/dev/null", d->binary);
+	if (strchr(d->binary, '\'') || !(p = popen(cmd, "re")) || !fgets(theirs, sizeof(theirs), p)) {
+		sfs_errf(err, errlen, d->binary, "cannot tell which state it reads; not handed over");
+		return -ENOEXEC;
+	}
+	pclose(p);
+	theirs[strcspn(theirs, "\n")] = '\0';
+	if (strcmp(mine, theirs)) {
+		sfs_errf(err, errlen, d->binary, "reads state %s, this daemon writes %s: unmount the "
+		         "views of %s to start it", theirs, mine, d->source);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* The views go to the successor at a request boundary: no request is begun any more, those
+ * being served are finished, the state says the daemon handed over, and once the reply is
+ * sent the process ends; the keeper execs the installed binary, which takes over. */
+static int hand_over(struct sfs_daemon *d, char *err, size_t errlen)
+{
+	struct sfs_view *v;
+	int rc;
+
+	if ((rc = refuse_when_failed(d, err, errlen)))
+		return rc;
+	if (!d->keeper.pid) {
+		sfs_errf(err, errlen, d->source, "the daemon has no keeper to hand over to");
+		return -ESRCH;
+	}
+	if ((rc = successor_compatible(d, err, errlen)))
+		return rc;
+	sfs_fuse_io_hold();
+	sfs_for_each_view(&d->svc.views, v) {
+		struct sfs_fuse_uring *u = atomic_load(&v->fuse_io.uring);
+		if (u)
+			sfs_fuse_uring_hold(u);
+	}
+	if (!sfs_fuse_io_quiet(HANDOVER_QUIET_MS))
+		syslog(LOG_WARNING, "%s: requests still served after %d s; the successor gets them again",
+		       d->source, HANDOVER_QUIET_MS / 1000);
+	sfs_quota_flush(&d->svc.quota);
+	d->ho.daemon.state = SFS_HO_HANDING_OVER;
+	sfs_ho_write_daemon(&d->ho);
+	syslog(LOG_INFO, "%s: generation %llu hands its %zu view(s) over to %s", d->source,
+	       (unsigned long long)d->ho.daemon.generation, sfs_registry_count(&d->svc.views),
+	       d->binary);
+	d->handed_over = true;
+	return 0;
+}
+
+int sfs_daemon_state_version(void)
+{
+	char v[64];
+
+	sfs_ho_format_version(v, sizeof(v));
+	printf("%s\n", v);
+	return 0;
+}
+
 /* Answers one request under control_lock; the reply goes out after. */
 static void answer(struct sfs_daemon *d, struct sfs_msg *req, struct sfs_msg *rep)
 {
@@ -606,6 +699,15 @@ static void answer(struct sfs_daemon *d, struct sfs_msg *req, struct sfs_msg *re
 		reply(rep, rc, rc ? err : NULL,
 		      o ? json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN) : NULL);
 		json_object_put(o);
+		break;
+	}
+	case SFS_REQ_UPGRADE: {
+		char gen[32], pid[32];
+		snprintf(gen, sizeof(gen), "%llu", (unsigned long long)d->ho.daemon.generation);
+		snprintf(pid, sizeof(pid), "%d", getpid());
+		rc = hand_over(d, err, sizeof(err));
+		reply_fields(rep, rc, rc ? err : NULL, "generation", gen);
+		sfs_msg_add(rep, "pid", pid);
 		break;
 	}
 	case SFS_REQ_STOP:
@@ -654,6 +756,8 @@ static void serve_connection(struct sfs_daemon *d, int slot, int conn)
 send:
 	sfs_msg_send(conn, &rep);
 	sfs_msg_free(&rep);
+	if (d->handed_over)
+		_exit(0); /* the keeper execs the successor; nothing here is to be undone */
 }
 
 struct conn_start {
@@ -823,8 +927,8 @@ static void check_shared(struct sfs_daemon *d)
 
 /* The daemon lives in the mount namespace of the command that first mounted its source,
  * perhaps a container's, and its presence keeps that namespace alive. When no other process
- * (its keeper aside) is left in it, nobody can reach the views mounted there any more: they are unmounted, as
- * the namespace's end would have done. */
+ * (its keeper aside) is left in it, nobody can reach the views mounted there any more: they
+ * are unmounted, as the namespace's end would have done. */
 static void unmount_unreachable_views(struct sfs_daemon *d)
 {
 	struct sfs_view *v;
@@ -1011,9 +1115,18 @@ static int setup(struct sfs_daemon *d, const char *optstr, char *err, size_t err
 
 /* ---- views that outlive the daemon (keeper.h, handover.h) ------------------------------ */
 
-/* Crashes within this long count towards the limit; at the limit the views answer EIO. */
+/* Crashes within this long of the first count towards the limit; at the limit the views
+ * answer EIO. The limit is 5, or STRICTFS_CRASH_LIMIT in the first daemon's environment. */
 #define CRASH_WINDOW_MS 60000
 #define CRASH_LIMIT 5
+
+static uint32_t crash_limit_of_environment(void)
+{
+	const char *s = getenv("STRICTFS_CRASH_LIMIT");
+	unsigned long long n;
+
+	return s && sfs_parse_uint(s, &n) && n >= 1 && n <= 1000000 ? (uint32_t)n : CRASH_LIMIT;
+}
 
 static void record_daemon(struct sfs_daemon *d, const char *optstr)
 {
@@ -1078,18 +1191,15 @@ static bool crash_limit_reached(struct sfs_daemon *d)
 {
 	struct sfs_ho_daemon *r = &d->ho.daemon;
 	int64_t now = sfs_ho_now_ms();
-	uint32_t recent = 0;
 
 	if (r->state != SFS_HO_SERVING)
 		return false;
-	if (r->ncrash == SFS_HO_CRASHES) {
-		memmove(r->crash_ms, r->crash_ms + 1, sizeof(r->crash_ms[0]) * (SFS_HO_CRASHES - 1));
-		r->ncrash--;
+	r->crashes_total++;
+	if (!r->crashes || now - r->window_ms >= CRASH_WINDOW_MS) {
+		r->window_ms = now;
+		r->crashes = 0;
 	}
-	r->crash_ms[r->ncrash++] = now;
-	for (uint32_t i = 0; i < r->ncrash; i++)
-		recent += now - r->crash_ms[i] < CRASH_WINDOW_MS;
-	return recent >= CRASH_LIMIT;
+	return ++r->crashes >= r->crash_limit;
 }
 
 /* The backing as the predecessor left it: its descriptors are ours now. */
@@ -1147,6 +1257,7 @@ static int adopt_view(struct sfs_daemon *d, const struct sfs_ho_view *rec)
 	v->ended_cb = wake;
 	v->ended_arg = d;
 	v->slot = rec->slot;
+	v->failed = d->ho.daemon.failed[0] != 0;
 	v->fuse_io.fd = rec->fuse_fd;
 	sfs_strlcpy(v->mountpoint, rec->mountpoint, sizeof(v->mountpoint));
 	sfs_strlcpy(v->source, rec->source, sizeof(v->source));
@@ -1225,8 +1336,8 @@ static int take_over(struct sfs_daemon *d, int state_fd, char *err, size_t errle
 	sfs_ho_close_unnamed(&d->ho, -1);
 	start_keeper(d);
 	if (crash_limit_reached(d))
-		snprintf(r->failed, sizeof(r->failed), "the daemon crashed %d times within %d s",
-		         CRASH_LIMIT, CRASH_WINDOW_MS / 1000);
+		snprintf(r->failed, sizeof(r->failed), "the daemon crashed %u times within %d s",
+		         r->crashes, CRASH_WINDOW_MS / 1000);
 	d->lock_fd = r->lock_fd;
 	d->listen_fd = r->listen_fd;
 	if (sfs_opts_parse(r->options, &d->in_force, err, errlen) ||
@@ -1239,13 +1350,17 @@ static int take_over(struct sfs_daemon *d, int state_fd, char *err, size_t errle
 		if (sfs_ho_read_view(&d->ho, slot, rec))
 			adopt_view(d, rec);
 	free(rec);
-	adopt_files(d);
+	if (!r->failed[0])
+		adopt_files(d); /* a daemon that failed answers EIO: its files are not used */
 	r->generation++;
 	r->took_over_ms = sfs_ho_now_ms();
 	record_daemon(d, NULL);
 	syslog(crashed ? LOG_WARNING : LOG_INFO, "%s: generation %llu took over %zu view(s) after %s",
 	       d->source, (unsigned long long)r->generation, sfs_registry_count(&d->svc.views),
 	       crashed ? "a crash of its predecessor" : "a handover");
+	if (r->failed[0])
+		syslog(LOG_ERR, "%s: %s: its views answer EIO until they are unmounted", d->source,
+		       r->failed);
 	start_adopted_views(d);
 	return 0;
 }
@@ -1361,6 +1476,7 @@ int sfs_daemon_main(int argc, char **argv)
 			sfs_errf(err, sizeof(err), d->source, "cannot make the state: %s", strerror(-rc));
 		else
 			start_keeper(d);
+		d->ho.daemon.crash_limit = crash_limit_of_environment();
 		if (!rc && (rc = setup(d, argv[4], err, sizeof(err))) == 0)
 			record_daemon(d, argv[4]);
 	}

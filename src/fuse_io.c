@@ -8,6 +8,7 @@
 #include <fuse_lowlevel.h>
 #include <linux/fuse.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,11 +43,116 @@ static const uint64_t added_flags = FUSE_HANDLE_KILLPRIV_V2 | FUSE_DIRECT_IO_ALL
 /* The backing id the next OPEN or CREATE reply of this thread hands over, 0 for none. */
 static __thread int reply_backing;
 
+/* The id of the request this thread serves (bit 63 set when the kernel sent it again). */
+static __thread uint64_t serving_unique;
+
+uint64_t sfs_fuse_io_unique(void)
+{
+	return serving_unique;
+}
+
+void sfs_fuse_io_set_unique(uint64_t unique)
+{
+	serving_unique = unique;
+}
+
+/* A view of a daemon that kept crashing (contract §6, "Failover"): the transport answers every
+ * request EIO itself, before any handler could crash again; forgets and interrupts want no
+ * answer. */
+static bool answered_failed(struct sfs_fuse_io *io, int fd, const void *buf, ssize_t n)
+{
+	const struct fuse_in_header *in = buf;
+	struct fuse_out_header out;
+
+	if (!atomic_load(&io->failed) || n < (ssize_t)sizeof(*in))
+		return false;
+	if (in->opcode != FUSE_FORGET && in->opcode != FUSE_BATCH_FORGET &&
+	    in->opcode != FUSE_INTERRUPT) {
+		out = (struct fuse_out_header){.len = sizeof(out), .error = -EIO, .unique = in->unique};
+		if (write(fd, &out, sizeof(out)) < 0) {
+			/* the caller is gone, or the connection: nothing to do either way */
+		}
+	}
+	return true;
+}
+
+/* ---- the handover gate (see fuse_io.h) ------------------------------------------------ */
+
+static atomic_bool holding;
+static atomic_int serving;                  /* threads between a request and their next read */
+static pthread_once_t serving_once = PTHREAD_ONCE_INIT;
+static pthread_key_t serving_key;           /* set while this thread serves a request */
+
+static void thread_done_serving(void *mark)
+{
+	if (mark)
+		atomic_fetch_sub(&serving, 1);
+}
+
+static void make_serving_key(void)
+{
+	pthread_key_create(&serving_key, thread_done_serving);
+}
+
+/* Never returns: the process is about to end, and whatever this thread holds (a request read
+ * and not begun, a reply not committed) is its successor's to finish. */
+static void park(void)
+{
+	for (;;)
+		pause();
+}
+
+void sfs_fuse_io_begin(void)
+{
+	pthread_once(&serving_once, make_serving_key);
+	atomic_fetch_add(&serving, 1);
+	if (atomic_load(&holding)) {
+		atomic_fetch_sub(&serving, 1);
+		park();
+	}
+	pthread_setspecific(serving_key, (void *)1);
+}
+
+void sfs_fuse_io_end(void)
+{
+	pthread_once(&serving_once, make_serving_key);
+	if (pthread_getspecific(serving_key)) {
+		pthread_setspecific(serving_key, NULL);
+		atomic_fetch_sub(&serving, 1);
+	}
+	if (atomic_load(&holding))
+		park();
+}
+
+void sfs_fuse_io_hold(void)
+{
+	atomic_store(&holding, true);
+}
+
+bool sfs_fuse_io_quiet(int ms)
+{
+	for (int waited = 0; atomic_load(&serving) > 0; waited++) {
+		if (waited >= ms)
+			return false;
+		usleep(1000);
+	}
+	return true;
+}
+
 static ssize_t io_read(int fd, void *buf, size_t len, void *view)
 {
 	struct sfs_fuse_io *io = sfs_view_fuse_io(view);
-	ssize_t n = read(fd, buf, len);
 	const struct fuse_in_header *in = buf;
+	ssize_t n;
+
+	sfs_fuse_io_end(); /* the request this thread read before, if any, is done */
+	while ((n = read(fd, buf, len)) > 0 && answered_failed(io, fd, buf, n))
+		;
+	if (n > 0) {
+		sfs_fuse_io_begin(); /* held: the kernel resends it to the successor */
+		if (n >= (ssize_t)sizeof(*in))
+			serving_unique = in->unique;
+	}
 
 	if (n >= (ssize_t)(sizeof(*in) + offsetof(struct fuse_init_in, flags) + 4) &&
 	    in->opcode == FUSE_INIT &&
@@ -125,7 +231,7 @@ static struct sfs_fuse_uring *uring_for(struct sfs_fuse_io *io, int fd,
 		return NULL;
 	}
 	if (!(u = sfs_fuse_uring_prepare(io->se, fd, uring_payload(init),
-	                                 io->inherit.fd >= 0 ? &io->inherit : NULL))) {
+	                                 io->inherit.fd >= 0 ? &io->inherit : NULL, &io->failed))) {
 		atomic_store(&io->uring_errno, errno);
 		atomic_store(&io->uring_state, SFS_URING_SETUP_FAILED);
 	} else {
@@ -230,6 +336,7 @@ int sfs_fuse_io_attach(struct fuse_session *se, struct sfs_fuse_io *io, int fd)
 	io->fd = fd;
 	io->se = se;
 	io->area.fd = io->inherit.fd = -1;
+	atomic_store(&io->failed, false);
 	atomic_store(&io->uring, NULL);
 	atomic_store(&io->uring_state, SFS_URING_PENDING);
 	atomic_store(&io->uring_errno, 0);

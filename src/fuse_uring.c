@@ -1,6 +1,7 @@
 /* A view's requests over io_uring (see fuse_uring.h). */
 #define FUSE_USE_VERSION 314
 #include "fuse_uring.h"
+#include "fuse_io.h"
 
 #include <errno.h>
 #include <fuse_lowlevel.h>
@@ -77,7 +78,12 @@ struct entry {
 	bool replied;
 	struct entry_shared *sh;
 	uint64_t orphan;        /* a predecessor's request this entry answers first, or 0 */
+	pthread_mutex_t sq_lock; /* the ring's submissions: the entry's own, and a handover's cancel */
 };
+
+/* user_data of the entry's command, and of a handover's cancel of it */
+#define CMD_TAG 1
+#define CANCEL_TAG 2
 
 enum go { GO_WAIT, GO_SERVE, GO_END };
 
@@ -94,6 +100,8 @@ struct sfs_fuse_uring {
 	pthread_cond_t changed;
 	enum go go;
 	unsigned registered;    /* entries serving, under lock */
+	bool holding;           /* a handover: no command is submitted any more (under sq_locks) */
+	const atomic_bool *failed; /* answer every request EIO (fuse_io.h) */
 	atomic_int error;       /* the first refused registration's errno */
 	struct entry ents[];
 };
@@ -125,17 +133,28 @@ static unsigned possible_cpus(void)
 	return n;
 }
 
-/* 0, or -EBUSY if the ring has no free SQE (never: one command is in flight at a time). */
+/* 0 with the ring's submission lock taken (submit_and_wait lets it go), or -EBUSY if the ring
+ * has no free SQE (never: one command is in flight at a time), or -ECANCELED once the
+ * handover gate is held: the entry's request or reply is then the successor's. */
 static int prep_cmd(struct entry *e, int op, uint64_t commit_id)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&e->ring);
-	unsigned char *whole = (unsigned char *)sqe;
+	struct io_uring_sqe *sqe;
+	unsigned char *whole;
 	struct cmd_req *cmd;
 
-	if (!sqe)
+	pthread_mutex_lock(&e->sq_lock);
+	if (e->u->holding) {
+		pthread_mutex_unlock(&e->sq_lock);
+		return -ECANCELED;
+	}
+	if (!(sqe = io_uring_get_sqe(&e->ring))) {
+		pthread_mutex_unlock(&e->sq_lock);
 		return -EBUSY;
+	}
+	whole = (unsigned char *)sqe;
 	memset(whole, 0, 2 * sizeof(*sqe)); /* a 128-byte SQE */
 	sqe->opcode = IORING_OP_URING_CMD;
+	sqe->user_data = CMD_TAG;
 	sqe->fd = e->u->fd;
 	sqe->cmd_op = op;
 	sqe->addr = (uintptr_t)e->iov;
@@ -166,6 +185,10 @@ static void serve_request(struct entry *e)
 	char *start;
 
 	memcpy(&in, e->hdr->in_out, sizeof(in));
+	if (atomic_load(e->u->failed)) {
+		reply_error(e, EIO);
+		return;
+	}
 	if (in.len < sizeof(in) || payload_sz > e->u->payload || in.len - sizeof(in) < payload_sz ||
 	    (arg0 = in.len - sizeof(in) - payload_sz) > OP_IN_SIZE ||
 	    in.unique != e->hdr->ent.commit_id) {
@@ -180,6 +203,9 @@ static void serve_request(struct entry *e)
 
 	e->unique = in.unique;
 	e->replied = false;
+	/* a predecessor's request is one the kernel sent again, as FUSE_NOTIFY_RESEND would have
+	 * (bit 63): its change may have been made already (ops/intent.c) */
+	sfs_fuse_io_set_unique(e->orphan == in.unique ? in.unique | 1ULL << 63 : in.unique);
 	serving = e;
 	fuse_session_process_buf(e->u->se, &buf);
 	serving = NULL;
@@ -235,18 +261,24 @@ static int submit_and_wait(struct entry *e)
 	 * left without its entry would hold up every request, so short shortages are waited out */
 	while ((rc = io_uring_submit(&e->ring)) < 0 && tries++ < 100) {
 		if (rc != -EINTR && rc != -EAGAIN && rc != -EBUSY)
-			return rc;
+			break;
 		if (rc != -EINTR)
 			usleep(10000);
 	}
+	pthread_mutex_unlock(&e->sq_lock); /* taken by prep_cmd */
 	if (rc < 0)
 		return rc;
 	/* the kernel applies a commit as it takes the command: the reply is the kernel's now */
 	atomic_store_explicit(&e->sh->busy, 0, memory_order_release);
-	while ((rc = io_uring_wait_cqe(&e->ring, &cqe)) == -EINTR)
-		;
-	if (rc < 0)
-		return rc;
+	for (;;) {
+		while ((rc = io_uring_wait_cqe(&e->ring, &cqe)) == -EINTR)
+			;
+		if (rc < 0)
+			return rc;
+		if (cqe->user_data == CMD_TAG)
+			break;
+		io_uring_cqe_seen(&e->ring, cqe); /* a handover's cancel, done */
+	}
 	rc = cqe->res;
 	io_uring_cqe_seen(&e->ring, cqe);
 	if (rc >= 0) {
@@ -287,10 +319,13 @@ static void *entry_main(void *arg)
 	if (e->orphan) {
 		/* the predecessor's request: answered unless it was, then committed through the
 		 * predecessor's entry, which goes on serving with this thread */
+		sfs_fuse_io_begin();
 		if (!atomic_load(&e->sh->replied))
 			serve_request(e);
+		sfs_fuse_io_end();
 		if (!(rc = prep_cmd(e, CMD_COMMIT_AND_FETCH, e->orphan)))
 			rc = submit_and_wait(e);
+		e->orphan = 0;
 	} else if (!(rc = prep_cmd(e, CMD_REGISTER, 0))) {
 		rc = submit_and_wait(e);
 	}
@@ -308,7 +343,9 @@ static void *entry_main(void *arg)
 	pthread_cond_broadcast(&e->u->changed);
 	pthread_mutex_unlock(&e->u->lock);
 	for (;;) {
+		sfs_fuse_io_begin();
 		serve_request(e);
+		sfs_fuse_io_end();
 		if (!(rc = prep_cmd(e, CMD_COMMIT_AND_FETCH, e->hdr->ent.commit_id)))
 			rc = submit_and_wait(e);
 		if (rc < 0) {
@@ -373,6 +410,7 @@ static int entry_setup(struct sfs_fuse_uring *u, struct entry *e, uint16_t qid, 
 		atomic_store(&e->sh->replied, 0);
 	}
 	e->sh->qid = qid;
+	pthread_mutex_init(&e->sq_lock, NULL);
 	e->iov[0] = (struct iovec){e->hdr, sizeof(*e->hdr)};
 	e->iov[1] = (struct iovec){e->payload, u->payload};
 	if ((rc = io_uring_queue_init(2, &e->ring, IORING_SETUP_SQE128)) < 0)
@@ -393,7 +431,8 @@ static void set_go(struct sfs_fuse_uring *u, enum go g)
 }
 
 struct sfs_fuse_uring *sfs_fuse_uring_prepare(struct fuse_session *se, int fuse_fd,
-                                              size_t payload, const struct sfs_uring_area *from)
+                                              size_t payload, const struct sfs_uring_area *from,
+                                              const atomic_bool *failed)
 {
 	unsigned queues = possible_cpus();
 	struct sfs_fuse_uring *u;
@@ -407,6 +446,7 @@ struct sfs_fuse_uring *sfs_fuse_uring_prepare(struct fuse_session *se, int fuse_
 	if (!u)
 		return NULL;
 	u->se = se;
+	u->failed = failed;
 	u->fd = fuse_fd;
 	u->payload = payload;
 	u->queues = queues;
@@ -510,4 +550,23 @@ void sfs_fuse_uring_poke(struct sfs_fuse_uring *u, int nsfd, const char *mountpo
 	}
 	if (pid > 0)
 		waitpid(pid, NULL, 0);
+}
+
+void sfs_fuse_uring_hold(struct sfs_fuse_uring *u)
+{
+	for (unsigned i = 0; i < u->nentries; i++) {
+		struct entry *e = &u->ents[i];
+		struct io_uring_sqe *sqe;
+		pthread_mutex_lock(&e->sq_lock);
+		u->holding = true;
+		if (e->ring_ready && (sqe = io_uring_get_sqe(&e->ring))) {
+			/* an entry waiting for a request: cancelled, so that none is handed to it as
+			 * this process ends (a request handed to an exiting task's entry is never
+			 * delivered, doc/kernel.md §4.11) */
+			io_uring_prep_cancel64(sqe, CMD_TAG, 0);
+			sqe->user_data = CANCEL_TAG;
+			io_uring_submit(&e->ring);
+		}
+		pthread_mutex_unlock(&e->sq_lock);
+	}
 }

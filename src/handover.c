@@ -41,6 +41,7 @@ struct control {
 	_Atomic uint64_t lk_word;     /* LK_WORD_TAG | half << 8 | bits */
 	_Atomic uint32_t views_hwm;   /* view slots ever written + 1 */
 	_Atomic uint32_t files_hwm;   /* file slots ever used */
+	_Atomic uint32_t intents_hwm; /* intent slots ever used */
 };
 
 struct copy {
@@ -61,13 +62,15 @@ struct sfs_ho_lookup {
 #define OFF_DAEMON ((size_t)PAGE)
 #define OFF_VIEWS (OFF_DAEMON + 2 * DAEMON_COPY)
 #define OFF_FILES (OFF_VIEWS + (size_t)SFS_HO_VIEWS * 2 * VIEW_COPY)
-#define OFF_LK ROUND(OFF_FILES + (size_t)SFS_HO_FILES * sizeof(struct sfs_ho_file))
+#define OFF_INTENTS ROUND(OFF_FILES + (size_t)SFS_HO_FILES * sizeof(struct sfs_ho_file))
+#define OFF_LK ROUND(OFF_INTENTS + (size_t)SFS_HO_INTENTS * sizeof(struct sfs_ho_intent))
 #define LK_HALF ((size_t)sizeof(struct sfs_ho_lookup) << LK_MAX_BITS)
 #define TOTAL (OFF_LK + 2 * LK_HALF)
 
 static uint64_t layout(void)
 {
 	return (uint64_t)sizeof(struct sfs_ho_daemon) << 44 ^ (uint64_t)sizeof(struct sfs_ho_view) << 24 ^
+	       (uint64_t)sizeof(struct sfs_ho_intent) << 56 ^
 	       (uint64_t)sizeof(struct sfs_ho_file) << 12 ^ sizeof(struct sfs_ho_lookup) ^
 	       (uint64_t)sizeof(struct sfs_opts) << 32 ^ SFS_HO_FILES ^ (uint64_t)SFS_HO_VIEWS << 50;
 }
@@ -85,6 +88,11 @@ static uint64_t fnv(uint64_t h, const void *p, size_t len)
 static uint64_t check_of(uint64_t seq, const void *data, size_t len)
 {
 	return fnv(fnv(0xcbf29ce484222325ULL, &seq, sizeof(seq)), data, len);
+}
+
+void sfs_ho_format_version(char *buf, size_t len)
+{
+	snprintf(buf, len, "%u %#llx", SFS_HO_VERSION, (unsigned long long)layout());
 }
 
 int64_t sfs_ho_now_ms(void)
@@ -295,6 +303,68 @@ void sfs_ho_files_settle(struct sfs_handover *h)
 	}
 }
 
+/* ---- intents --------------------------------------------------------------------------- */
+
+static struct sfs_ho_intent *intent_at(struct sfs_handover *h, uint32_t slot)
+{
+	return (struct sfs_ho_intent *)(h->map + OFF_INTENTS) + slot;
+}
+
+int sfs_ho_intent_begin(struct sfs_handover *h, const struct sfs_ho_intent *rec)
+{
+	struct sfs_ho_intent *in;
+	int slot = -1;
+
+	pthread_mutex_lock(&h->intents_lock);
+	if (h->nfree_intents) {
+		slot = h->free_intents[--h->nfree_intents];
+	} else if (h->next_intent < SFS_HO_INTENTS) {
+		slot = h->next_intent++;
+		atomic_store(&control(h)->intents_hwm, h->next_intent);
+	}
+	pthread_mutex_unlock(&h->intents_lock);
+	if (slot < 0)
+		return -1;
+	in = intent_at(h, slot);
+	atomic_store(&in->state, 0);
+	memcpy((char *)in + sizeof(in->state), (const char *)rec + sizeof(rec->state),
+	       sizeof(*in) - sizeof(in->state));
+	atomic_store_explicit(&in->state, SFS_HO_BEGUN, memory_order_release);
+	return slot;
+}
+
+void sfs_ho_intent_done(struct sfs_handover *h, int slot, int rc)
+{
+	struct sfs_ho_intent *in = intent_at(h, slot);
+
+	in->rc = rc;
+	atomic_store_explicit(&in->state, SFS_HO_DONE, memory_order_release);
+}
+
+void sfs_ho_intent_end(struct sfs_handover *h, int slot)
+{
+	atomic_store_explicit(&intent_at(h, slot)->state, 0, memory_order_release);
+	pthread_mutex_lock(&h->intents_lock);
+	if (h->nfree_intents < SFS_HO_INTENTS && h->free_intents)
+		h->free_intents[h->nfree_intents++] = slot;
+	pthread_mutex_unlock(&h->intents_lock);
+}
+
+int sfs_ho_intent_find(struct sfs_handover *h, uint32_t view, uint64_t unique,
+                       struct sfs_ho_intent *out)
+{
+	for (uint32_t slot = 0; slot < h->next_intent; slot++) {
+		struct sfs_ho_intent *in = intent_at(h, slot);
+		if (!atomic_load_explicit(&in->state, memory_order_acquire) || in->view != view ||
+		    in->unique != unique)
+			continue;
+		*out = *in;
+		out->name[sizeof(out->name) - 1] = out->name2[sizeof(out->name2) - 1] = '\0';
+		return slot;
+	}
+	return -1;
+}
+
 /* ---- lookup counts --------------------------------------------------------------------- */
 
 static struct sfs_ho_lookup *half_at(struct sfs_handover *h, uint32_t half)
@@ -466,8 +536,10 @@ static int map_fd(struct sfs_handover *h, int fd)
 	}
 	pthread_mutex_init(&h->files_lock, NULL);
 	pthread_mutex_init(&h->records_lock, NULL);
+	pthread_mutex_init(&h->intents_lock, NULL);
+	h->free_intents = calloc(SFS_HO_INTENTS, sizeof(*h->free_intents));
 	h->objects = calloc(SFS_HO_FILES, sizeof(*h->objects));
-	return h->objects ? 0 : -ENOMEM;
+	return h->objects && h->free_intents ? 0 : -ENOMEM;
 }
 
 int sfs_ho_create(struct sfs_handover *h)
@@ -541,6 +613,9 @@ int sfs_ho_adopt(struct sfs_handover *h, int fd, char *err, size_t errlen)
 	h->next_slot = atomic_load(&c->files_hwm);
 	if (h->next_slot > SFS_HO_FILES)
 		h->next_slot = SFS_HO_FILES;
+	h->next_intent = atomic_load(&c->intents_hwm);
+	if (h->next_intent > SFS_HO_INTENTS)
+		h->next_intent = SFS_HO_INTENTS;
 	return 0;
 }
 

@@ -8,6 +8,8 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -22,6 +24,7 @@ extern char **environ;
 
 static struct {
 	int daemon_pidfd;
+	char daemon_stat[32];    /* "/proc/PID/stat" of the daemon */
 	const char *binary;
 	char *const *argv;
 	char *title;
@@ -89,6 +92,40 @@ static void ignore_signals(void)
 	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof(uint64_t));
 }
 
+/* Whether the daemon is dying: its main thread is exiting or has exited (the daemon's main
+ * thread ends only with the process). A killed daemon's thread may stay, uninterruptible, in a
+ * write of an entry invalidation that waits for a directory lock held by a caller whose
+ * request only a daemon can answer (doc/kernel.md §4.11), and hold up the exit (or a core
+ * dump) for good: the successor must not wait for that thread. */
+__attribute__((no_sanitize("address", "undefined")))
+static bool daemon_dying(void)
+{
+	char buf[512];
+	int fd = open(K.daemon_stat, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return true; /* gone */
+	buf[n] = '\0';
+	for (ssize_t i = n - 1; i > 0; i--) {
+		unsigned long flags = 0;
+		char *p = buf + i + 2;
+		if (buf[i] != ')')
+			continue;
+		if (i + 2 >= n || *p == 'Z' || *p == 'X')
+			return true;
+		for (int field = 3; field < 9 && *p; field++) /* to field 9, the task's flags */
+			while (*p && *p++ != ' ')
+				;
+		while (*p >= '0' && *p <= '9')
+			flags = flags * 10 + (unsigned long)(*p++ - '0');
+		return flags & 0x4; /* PF_EXITING */
+	}
+	return false;
+}
+
 __attribute__((no_sanitize("address", "undefined")))
 static int keeper_main(void *arg)
 {
@@ -101,8 +138,11 @@ static int keeper_main(void *arg)
 	prctl(PR_SET_NAME, "strictfs-keep");
 	last_for_oom_killer();
 	ignore_signals();
-	while (poll(&pf, 1, -1) < 0 || !(pf.revents & (POLLIN | POLLHUP)))
-		;
+	for (;;) {
+		int r = poll(&pf, 1, 100);
+		if ((r > 0 && (pf.revents & (POLLIN | POLLHUP))) || (r == 0 && daemon_dying()))
+			break;
+	}
 	/* a successor that dies at once would make this a loop: not faster than 4 a second */
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	if (now.tv_sec - K.started.tv_sec < 1) {
@@ -120,6 +160,7 @@ int sfs_keeper_start(struct sfs_keeper *k, const char *binary, char *const argv[
 	int pidfd = -1;
 	pid_t pid;
 
+	snprintf(K.daemon_stat, sizeof(K.daemon_stat), "/proc/%d/stat", (int)getpid());
 	K.daemon_pidfd = syscall(SYS_pidfd_open, getpid(), 0);
 	if (K.daemon_pidfd < 0)
 		return -errno;

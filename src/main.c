@@ -1,5 +1,6 @@
 /* One program, three faces: strictfs (the command), mount.strictfs (mount(8)'s helper), and
- * the daemon it starts for a source (`strictfs __daemon`, internal). */
+ * the daemon it starts for a source (`strictfs __daemon`, internal; `strictfs __state-version`
+ * says which handover state the binary reads, for an upgrade to check first). */
 #include <libgen.h>
 #include <string.h>
 
@@ -15,5 +16,7 @@ int main(int argc, char **argv)
 		return sfs_mount_helper_main(argc, argv);
 	if (argc > 1 && !strcmp(argv[1], "__daemon"))
 		return sfs_daemon_main(argc - 1, argv + 1);
+	if (argc == 2 && !strcmp(argv[1], "__state-version"))
+		return sfs_daemon_state_version();
 	return sfs_cli_main(argc, argv);
 }

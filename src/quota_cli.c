@@ -45,24 +45,6 @@ static int usage_error(const char *fmt, const char *arg)
 }
 
 /* The daemon key of SOURCE, or of the source of the view mounted at SOURCE. */
-static int key_of(const char *what, char *key, size_t keylen, char *err, size_t errlen)
-{
-	char path[PATH_MAX], src[PATH_MAX], real[PATH_MAX];
-	bool is_file;
-
-	if (realpath(what, real) && sfs_cli_view_source(real, src, sizeof(src)))
-		what = src;
-	if (sfs_source_key(what, key, keylen, path, sizeof(path), &is_file, err, errlen))
-		return -1;
-	int conn = sfs_client_connect(key);
-	if (conn < 0) {
-		sfs_errf(err, errlen, what, "no strictfs daemon serves it (mount a view of it first)");
-		return -1;
-	}
-	close(conn);
-	return 0;
-}
-
 /* Sends a quota request; on success *json holds the parsed answer if the daemon sent one. */
 static int quota_call(const char *source, struct sfs_msg *req, json_object **json)
 {
@@ -70,7 +52,7 @@ static int quota_call(const char *source, struct sfs_msg *req, json_object **jso
 	struct sfs_msg rep;
 	const char *j;
 
-	if (key_of(source, key, sizeof(key), err, sizeof(err)) ||
+	if (sfs_cli_running_key(source, key, sizeof(key), err, sizeof(err)) ||
 	    sfs_cli_call_daemon(key, req, &rep, source, err, sizeof(err))) {
 		fprintf(stderr, "%s\n", err);
 		return -1;

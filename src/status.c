@@ -115,6 +115,7 @@ json_object *sfs_status_daemon(struct sfs_daemon *d)
 	json_object_object_add(o, "took_over", d->ho.daemon.took_over_ms ?
 	                       iso_time(d->ho.daemon.took_over_ms) : NULL);
 	json_object_object_add(o, "keeper", d->keeper.pid ? json_object_new_int(d->keeper.pid) : NULL);
+	json_object_object_add(o, "crashes", json_object_new_uint64(d->ho.daemon.crashes_total));
 	json_object_object_add(o, "failed", d->ho.daemon.failed[0] ?
 	                       json_object_new_string(d->ho.daemon.failed) : NULL);
 	snprintf(buf, sizeof(buf), "%u:%u", major(bk->rdev), minor(bk->rdev));

@@ -183,6 +183,7 @@ int sfs_view_start(struct sfs_view *v, int fuse_fd, const struct sfs_ho_view *fr
 		return -EINVAL;
 	}
 	v->fuse_io.on_init = record_init;
+	atomic_store(&v->fuse_io.failed, v->failed);
 	if (from && from->uring_fd >= 0)
 		v->fuse_io.inherit = (struct sfs_uring_area){from->uring_fd, from->uring_base,
 		                                             from->uring_region, from->uring_entries};

@@ -273,7 +273,8 @@ static int finish_create(struct req *q, struct held *p, const char *name, mode_t
 
 	if (!rc)
 		rc = lookup_at(q, p->node, p->fd, name, e);
-	if (!rc)
+	/* a change a predecessor made was counted by the successor's scan */
+	if (!rc && !q->replayed)
 		sfs_quota_created(req_ledger(q), sfs_node_of(q->r.view, e->ino), &e->attr, p->node,
 		                  p->fd);
 	sfs_quota_sync(req_ledger(q), p->node, NULL, p->fd); /* the directory may have grown */
@@ -360,9 +361,12 @@ static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name, enum
 		goto out;
 	v = q.r.view;
 	dir_lock(v, p->node);
-	rc = make_at(&q, p, name, kind, mode, rdev, target);
-	if (!rc)
-		sfs_names_added(v, p->node, name);
+	if (!intent_start(&q, SFS_HO_MAKE, p, name, NULL, NULL, 0, 0, &rc)) {
+		rc = make_at(&q, p, name, kind, mode, rdev, target);
+		intent_done(&q, rc);
+		if (!rc)
+			sfs_names_added(v, p->node, name);
+	}
 	dir_unlock(v, p->node);
 	if (!rc)
 		rc = finish_create(&q, p, name, mode, &e);
@@ -446,11 +450,15 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, in
 	actual = backing_spelling(&q, p, name, buf, sizeof(buf));
 	dir_lock(v, p->node);
 	victim_open(v, p, actual, &vi);
-	rc = BACKING(&q.r, unlinkat(p->fd, actual, flags));
-	if (!rc) {
-		sfs_names_removed(v, p->node, actual);
-		if (S_ISDIR(vi.st.st_mode))
-			sfs_names_dir_gone(v->svc, vi.st.st_dev, vi.st.st_ino);
+	if (!intent_start(&q, SFS_HO_REMOVE, p, actual, NULL, NULL, vi.st.st_mode ? vi.st.st_ino : 0,
+	                  0, &rc)) {
+		rc = BACKING(&q.r, unlinkat(p->fd, actual, flags));
+		intent_done(&q, rc);
+		if (!rc) {
+			sfs_names_removed(v, p->node, actual);
+			if (S_ISDIR(vi.st.st_mode))
+				sfs_names_dir_gone(v->svc, vi.st.st_dev, vi.st.st_ino);
+		}
 	}
 	dir_unlock(v, p->node);
 	victim_close(v, &vi);
@@ -574,8 +582,13 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 	dir_lock2(v, p->node, np->node);
 	victim_open(v, p, from, &moved);
 	victim_open(v, np, to, &victim);
-	rc = rename_as_caller(&q, p, from, &moved, np, to, &victim, flags);
-	if (!rc && !(flags & RENAME_EXCHANGE)) {
+	if (!intent_start(&q, flags & RENAME_EXCHANGE ? SFS_HO_EXCHANGE : SFS_HO_RENAME, p, from, np,
+	                  to, moved.st.st_mode ? moved.st.st_ino : 0,
+	                  victim.st.st_mode ? victim.st.st_ino : 0, &rc)) {
+		rc = rename_as_caller(&q, p, from, &moved, np, to, &victim, flags);
+		intent_done(&q, rc);
+	}
+	if (!rc && !(flags & RENAME_EXCHANGE) && !q.replayed) {
 		if (S_ISDIR(victim.st.st_mode) && !(flags & RENAME_NOREPLACE))
 			sfs_names_dir_gone(v->svc, victim.st.st_dev, victim.st.st_ino);
 		sfs_names_renamed(v, p->node, from, np->node, to);
@@ -626,9 +639,12 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *n
 	fd_path(path, h->fd);
 	/* The magic link lands on the node itself, symlinks included, and never follows on. */
 	dir_lock(v, np->node);
-	rc = BACKING(&q.r, linkat(AT_FDCWD, path, np->fd, newname, AT_SYMLINK_FOLLOW));
-	if (!rc)
-		sfs_names_added(v, np->node, newname);
+	if (!intent_start(&q, SFS_HO_MAKE, np, newname, NULL, NULL, 0, 0, &rc)) {
+		rc = BACKING(&q.r, linkat(AT_FDCWD, path, np->fd, newname, AT_SYMLINK_FOLLOW));
+		intent_done(&q, rc);
+		if (!rc)
+			sfs_names_added(v, np->node, newname);
+	}
 	dir_unlock(v, np->node);
 	if (!rc) {
 		rc = lookup_at(&q, np->node, np->fd, newname, &e);

@@ -91,6 +91,7 @@ static int new_file(struct sfs_view *v, struct sfs_node *node, int fd, const str
 	f->pinned = pin_node(v, node, fd) ? node : NULL;
 	f->direct = flags & O_DIRECT;
 	f->needs_twin = (flags & (O_DIRECT | O_APPEND)) && (flags & O_ACCMODE) != O_RDONLY;
+	f->append = flags & O_APPEND;
 	atomic_init(&f->twin, -1);
 	atomic_init(&f->atime, first_atime(v, st));
 	pthread_mutex_lock(&v->files_lock);
@@ -130,6 +131,7 @@ int sfs_view_adopt_file(struct sfs_view *v, uint32_t slot, const struct sfs_ho_f
 	f->pinned = pin_node(v, node, rec->fd) ? node : NULL;
 	f->direct = flags & O_DIRECT;
 	f->needs_twin = (flags & (O_DIRECT | O_APPEND)) && (flags & O_ACCMODE) != O_RDONLY;
+	f->append = flags & O_APPEND;
 	twin = atomic_load(&rec->twin);
 	atomic_init(&f->twin, twin >= 0 && fstat(twin, &st) == 0 && st.st_ino == rec->ino ? twin : -1);
 	atomic_init(&f->atime, first_atime(v, &st));
@@ -189,7 +191,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 out:
 	if (req_reply_open(&q, rc, fi) < 0 && !rc)
-		drop_file(q.r.view, file_of(req, fi));
+		drop_file(q.r.view, file_in(q.r.view, fi));
 }
 
 /* A name that appeared between the kernel's lookup and its create: the kernel has checked no
@@ -246,9 +248,16 @@ static int create_or_open(struct req *q, struct held *p, const char *name, mode_
 	int fd;
 
 	dir_lock(v, p->node);
-	fd = BACKING(&q->r, openat(p->fd, name, flags | O_CREAT | O_EXCL, mode));
-	if (fd >= 0)
-		sfs_names_added(v, p->node, name);
+	if (intent_start(q, SFS_HO_MAKE, p, name, NULL, NULL, 0, 0, &fd)) {
+		/* the predecessor made it, and the kernel never had its answer */
+		if (!fd)
+			fd = open_raced(p->fd, name, flags & ~O_TRUNC);
+	} else {
+		fd = BACKING(&q->r, openat(p->fd, name, flags | O_CREAT | O_EXCL, mode));
+		intent_done(q, fd < 0 ? fd : 0);
+		if (fd >= 0)
+			sfs_names_added(v, p->node, name);
+	}
 	dir_unlock(v, p->node);
 	*made = fd >= 0;
 	if (fd == -EEXIST && !excl)
@@ -267,7 +276,7 @@ static int enter_created(struct req *q, struct held *p, const char *name, int fd
 	rc = open(path, O_PATH | O_CLOEXEC);
 	rc = rc < 0 ? -errno : entry_from_fd(q->r.view, p->node, rc, e);
 	*node = rc ? NULL : sfs_node_of(q->r.view, e->ino);
-	if (*node && made)
+	if (*node && made && !q->replayed)
 		sfs_quota_created(req_ledger(q), *node, &e->attr, p->node, p->fd);
 	else if (*node)
 		sfs_quota_sync(req_ledger(q), *node, NULL, fd); /* O_TRUNC */
@@ -309,7 +318,7 @@ out:
 	if (rc && fd >= 0)
 		close(fd);
 	if (req_reply_create(&q, rc, &e, fi) < 0 && !rc) {
-		drop_file(q.r.view, file_of(req, fi)); /* unpins before the forget */
+		drop_file(q.r.view, file_in(q.r.view, fi)); /* unpins before the forget */
 		forget_one(q.r.view, e.ino);
 	}
 }
@@ -416,8 +425,14 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t 
 		n = -EINVAL;
 	if (!n)
 		n = req_reserve_alloc(&q, node, f->fd, off, fuse_buf_size(in));
-	if (!n && (n = fd = writeback_fd(q.r.view, f, fi->writepage)) >= 0)
-		n = write_to(f, fd, in, off);
+	if (!n && (n = fd = writeback_fd(q.r.view, f, fi->writepage)) >= 0) {
+		bool appends = fd == f->fd && f->append;
+		if (!appends || !intent_start_append(&q, fd, fuse_buf_size(in), &n)) {
+			n = write_to(f, fd, in, off);
+			if (appends)
+				intent_done(&q, (int)n);
+		}
+	}
 	if (n > 0) {
 		sfs_quota_sync(req_ledger(&q), node, NULL, f->fd);
 		/* an O_DIRECT write the kernel completes asynchronously (AIO) leaves the writer's

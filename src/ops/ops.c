@@ -8,8 +8,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 
 	/* 1 MiB is the most libfuse 3.14 can take: above it the session dies (doc/kernel.md §4.1) */
 	conn->max_write = 1u << 20;
-	if (conn->capable & FUSE_CAP_SPLICE_READ)
-		conn->want |= FUSE_CAP_SPLICE_READ;
+	/* no FUSE_CAP_SPLICE_READ: the transport must see each request's header as it reads it
+	 * (its id for a resent request's intent, the handover gate: fuse_io.h), which a splice
+	 * into a pipe hides; data is written by kernel passthrough where it matters */
+	conn->want &= ~FUSE_CAP_SPLICE_READ;
 	/* node ids are file handles, found again after the daemon forgot them (inode.h) */
 	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
 		conn->want |= FUSE_CAP_EXPORT_SUPPORT;

@@ -39,7 +39,26 @@ struct req {
 	bool charging;
 	unsigned nheld;
 	struct held held[REQ_HELD_MAX];
+	int intent;    /* its change of names, recorded for a successor (intent.c), or -1 */
+	bool replayed; /* a resent request whose change the predecessor had made */
 };
+
+/* ---- intent.c: changes of names a successor may be asked to make again ------------------ */
+
+/* Before the backing call of a change of names, under the directory lock: records it. For a
+ * request the kernel sent again after a failover whose change was already made, returns true
+ * with the first attempt's result in *rc (q->replayed): the caller answers it without the
+ * backing call. obj and obj2 are the inode numbers the names hold now (0: none): what is
+ * removed or moved, what is exchanged. */
+bool intent_start(struct req *q, enum sfs_ho_intent_op op, const struct held *p, const char *name,
+                  const struct held *np, const char *name2, uint64_t obj, uint64_t obj2, int *rc);
+/* The same for a write to an O_APPEND descriptor, which would append again: *n the first
+ * attempt's result. */
+bool intent_start_append(struct req *q, int fd, size_t len, ssize_t *n);
+/* After the backing call: its result. */
+void intent_done(struct req *q, int rc);
+/* After the answer went out (the frame's replies call it). */
+void intent_end(struct req *q);
 
 /* The frame of a request that acts without the caller's credentials (attributes of what
  * is already open or held). */
@@ -147,6 +166,7 @@ struct sfs_file {
 	 * either flag, opened at the first such write. -1 until then. */
 	bool needs_twin;
 	atomic_int twin;
+	bool append; /* O_APPEND: a write made again appends again (intent.c) */
 	atomic_llong atime; /* see atime_moved */
 	bool cached;        /* the view's kernel may keep pages it read (no FOPEN_DIRECT_IO) */
 	/* Kernel passthrough: the backing id the open was handed (0: the daemon path), the
@@ -162,13 +182,18 @@ struct sfs_file {
  * one): no descriptor, so every call on it fails with EBADF. */
 extern struct sfs_file sfs_no_file;
 
-/* The open file of the kernel's fh, looked up, never trusted as memory. */
-static inline struct sfs_file *file_of(fuse_req_t req, const struct fuse_file_info *fi)
+/* The open file of the kernel's fh in view v, looked up, never trusted as memory. */
+static inline struct sfs_file *file_in(struct sfs_view *v, const struct fuse_file_info *fi)
 {
-	struct sfs_view *v = fuse_req_userdata(req);
 	struct sfs_file *f = sfs_ho_file_object(v->svc->ho, fi->fh, SFS_HO_FILE);
 
 	return f ? f : &sfs_no_file;
+}
+
+/* The same for a request not yet answered (the answer frees req). */
+static inline struct sfs_file *file_of(fuse_req_t req, const struct fuse_file_info *fi)
+{
+	return file_in(fuse_req_userdata(req), fi);
 }
 
 /* ---- readdir.c: the view's open directories -------------------------------------------- */

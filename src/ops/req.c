@@ -23,6 +23,8 @@ void req_start(struct req *q, fuse_req_t req)
 	q->r.ctx = fuse_req_ctx(req);
 	q->charging = false;
 	q->nheld = 0;
+	q->intent = -1;
+	q->replayed = false;
 	atomic_fetch_add_explicit(&q->r.view->requests, 1, memory_order_relaxed);
 }
 
@@ -119,6 +121,7 @@ void req_reply_err(struct req *q, int rc)
 {
 	settle(q);
 	fuse_reply_err(q->r.req, rc < 0 ? -rc : rc);
+	intent_end(q);
 }
 
 void req_reply_none(struct req *q)
@@ -136,6 +139,7 @@ void req_reply_entry(struct req *q, int rc, const struct fuse_entry_param *e)
 	settle(q);
 	if (fuse_reply_entry(q->r.req, e) < 0 && e->ino)
 		forget_one(q->r.view, e->ino);
+	intent_end(q);
 }
 
 int req_reply_create(struct req *q, int rc, const struct fuse_entry_param *e,
@@ -147,7 +151,9 @@ int req_reply_create(struct req *q, int rc, const struct fuse_entry_param *e,
 	}
 	settle(q);
 	sfs_fuse_io_reply_backing(file_of(q->r.req, fi)->backing);
-	return fuse_reply_create(q->r.req, e, fi);
+	rc = fuse_reply_create(q->r.req, e, fi);
+	intent_end(q);
+	return rc;
 }
 
 int req_reply_open(struct req *q, int rc, const struct fuse_file_info *fi)
@@ -189,6 +195,7 @@ void req_reply_write(struct req *q, ssize_t n)
 	}
 	settle(q);
 	fuse_reply_write(q->r.req, n);
+	intent_end(q);
 }
 
 void req_reply_buf(struct req *q, int rc, const void *buf, size_t n)

@@ -60,12 +60,12 @@ rendered() { LC_ALL=C.UTF-8 MANWIDTH=200 man -l "$1" 2>/dev/null | col -b; }
 test_admin_man_pages_cover_cli() {
 	local page sec text o cmd
 	text=$(rendered "$SFS_REPO/doc/strictfs.8")
-	for sec in NAME SYNOPSIS DESCRIPTION COMMANDS OPTIONS "VIEW OPTIONS" \
+	for sec in NAME SYNOPSIS DESCRIPTION COMMANDS OPTIONS "VIEW OPTIONS" FAILOVER \
 		"DIFFERENCES FROM NATIVE EXT4" "EXIT STATUS" FILES EXAMPLES "SEE ALSO"; do
 		assert_ok grep -qx "$sec" <<<"$text"
 	done
 	# every command and option of the program's own help
-	for cmd in mount umount status demo "quota set" "quota grace" "quota report" "quota check"; do
+	for cmd in mount umount status demo upgrade "quota set" "quota grace" "quota report" "quota check"; do
 		assert_contains "$text" "strictfs $cmd" "strictfs(8) shows 'strictfs $cmd'"
 	done
 	for o in $("$STRICTFS" --help | grep -o -- '--[a-z]*' | sort -u); do
@@ -152,7 +152,7 @@ complete_line() {
 
 test_admin_completion_commands_and_options() {
 	local got o missing=
-	assert_eq "$(printf '%s\n' mount umount status quota demo)" \
+	assert_eq "$(printf '%s\n' mount umount status quota upgrade demo)" \
 		"$(complete_line 'strictfs ' | grep -v '^-')" "commands"
 	assert_eq umount "$(complete_line 'strictfs um')" "a command prefix"
 	assert_eq "$(printf '%s\n' set grace report check)" "$(complete_line 'strictfs quota ')" "quota subcommands"
