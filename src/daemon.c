@@ -326,6 +326,23 @@ static int namespace_identity(int nsfd, struct sfs_view *v, char *err, size_t er
 	return 0;
 }
 
+/* What every view gets before its session starts, a new one or one taken over: its open
+ * files list is filled before the start by a successor (adopt_files). */
+static void prepare_view(struct sfs_daemon *d, struct sfs_view *v, uint32_t slot, const char *mp,
+                         const char *src)
+{
+	v->svc = &d->svc;
+	v->ended_cb = wake;
+	v->ended_arg = d;
+	v->slot = slot;
+	sfs_strlcpy(v->mountpoint, mp, sizeof(v->mountpoint));
+	sfs_strlcpy(v->source, src, sizeof(v->source));
+	sfs_view_set_caching(v, !*d->shared_with && d->backing.mode == SFS_SHARE_EXCLUSIVE);
+	sfs_pt_init(v);
+	pthread_mutex_init(&v->files_lock, NULL);
+	sfs_list_init(&v->files);
+}
+
 static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t errlen)
 {
 	const char *mp = sfs_msg_get(req, "mountpoint");
@@ -363,14 +380,7 @@ static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t
 		sfs_itab_unpin(&d->svc.itab, &d->svc.fdc, v->root);
 		goto fail;
 	}
-	v->svc = &d->svc;
-	v->ended_cb = wake;
-	v->ended_arg = d;
-	v->slot = slot;
-	strcpy(v->mountpoint, mp);
-	strcpy(v->source, src);
-	sfs_view_set_caching(v, !*d->shared_with && d->backing.mode == SFS_SHARE_EXCLUSIVE);
-	sfs_pt_init(v);
+	prepare_view(d, v, slot, mp, src);
 	rc = sfs_view_start(v, req->fds[0], NULL);
 	req->fds[0] = -1;
 	if (rc) {
@@ -1253,18 +1263,9 @@ static int adopt_view(struct sfs_daemon *d, const struct sfs_ho_view *rec)
 		sfs_itab_unpin(&d->svc.itab, &d->svc.fdc, v->root);
 		goto fail;
 	}
-	v->svc = &d->svc;
-	v->ended_cb = wake;
-	v->ended_arg = d;
-	v->slot = rec->slot;
+	prepare_view(d, v, rec->slot, rec->mountpoint, rec->source);
 	v->failed = d->ho.daemon.failed[0] != 0;
 	v->fuse_io.fd = rec->fuse_fd;
-	sfs_strlcpy(v->mountpoint, rec->mountpoint, sizeof(v->mountpoint));
-	sfs_strlcpy(v->source, rec->source, sizeof(v->source));
-	sfs_view_set_caching(v, !*d->shared_with && d->backing.mode == SFS_SHARE_EXCLUSIVE);
-	sfs_pt_init(v);
-	pthread_mutex_init(&v->files_lock, NULL);
-	sfs_list_init(&v->files);
 	sfs_registry_add(&d->svc.views, v);
 	return 0;
 fail:

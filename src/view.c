@@ -168,8 +168,6 @@ int sfs_view_start(struct sfs_view *v, int fuse_fd, const struct sfs_ho_view *fr
 	struct fuse_args args = FUSE_ARGS_INIT(1, argv);
 	int rc;
 
-	pthread_mutex_init(&v->files_lock, NULL);
-	sfs_list_init(&v->files);
 	v->se = fuse_session_new(&args, &sfs_ops, sizeof(sfs_ops), v);
 	fuse_opt_free_args(&args); /* libfuse copies argv while parsing; the session keeps none */
 	if (!v->se) {
