@@ -182,17 +182,23 @@ int sfs_keeper_start(struct sfs_keeper *k, const char *binary, char *const argv[
 	return 0;
 }
 
+/* The keeper has ended (or been killed): it is reaped and its descriptors go. */
+static void reap(struct sfs_keeper *k)
+{
+	waitpid(k->pid, NULL, 0);
+	close(k->pidfd);
+	close(K.daemon_pidfd);
+	k->pid = 0;
+	k->pidfd = -1;
+}
+
 bool sfs_keeper_gone(struct sfs_keeper *k)
 {
 	struct pollfd pf = {k->pidfd, POLLIN, 0};
 
 	if (!k->pid || poll(&pf, 1, 0) <= 0 || !(pf.revents & POLLIN))
 		return false;
-	waitpid(k->pid, NULL, 0);
-	close(k->pidfd);
-	close(K.daemon_pidfd);
-	k->pid = 0;
-	k->pidfd = -1;
+	reap(k);
 	return true;
 }
 
@@ -201,9 +207,5 @@ void sfs_keeper_stop(struct sfs_keeper *k)
 	if (!k->pid)
 		return;
 	syscall(SYS_pidfd_send_signal, k->pidfd, SIGKILL, NULL, 0);
-	waitpid(k->pid, NULL, 0);
-	close(k->pidfd);
-	close(K.daemon_pidfd);
-	k->pid = 0;
-	k->pidfd = -1;
+	reap(k);
 }

@@ -50,6 +50,23 @@ static void set_file_cache(struct sfs_view *v, struct sfs_node *node, const stru
 
 struct sfs_file sfs_no_file = {.fd = -1, .twin = -1, .slot = -1};
 
+/* What the backing descriptor's open flags decide about the file (see struct sfs_file). */
+static void take_open_flags(struct sfs_file *f, int flags)
+{
+	f->direct = flags & O_DIRECT;
+	f->needs_twin = (flags & (O_DIRECT | O_APPEND)) && (flags & O_ACCMODE) != O_RDONLY;
+	f->append = flags & O_APPEND;
+}
+
+/* The file joins the view's open files. */
+static void enlist_file(struct sfs_view *v, struct sfs_file *f)
+{
+	pthread_mutex_lock(&v->files_lock);
+	sfs_list_add(&f->link, &v->files);
+	pthread_mutex_unlock(&v->files_lock);
+	atomic_fetch_add(&v->open_files, 1);
+}
+
 /* The open file's record for a successor (handover.h), published before the kernel hears of
  * the file. */
 static void record_file(struct sfs_view *v, struct sfs_file *f, const struct stat *st)
@@ -89,21 +106,16 @@ static int new_file(struct sfs_view *v, struct sfs_node *node, int fd, const str
 	f->node = node;
 	f->writes = writes;
 	f->pinned = pin_node(v, node, fd) ? node : NULL;
-	f->direct = flags & O_DIRECT;
-	f->needs_twin = (flags & (O_DIRECT | O_APPEND)) && (flags & O_ACCMODE) != O_RDONLY;
-	f->append = flags & O_APPEND;
+	take_open_flags(f, flags);
 	atomic_init(&f->twin, -1);
 	atomic_init(&f->atime, first_atime(v, st));
-	pthread_mutex_lock(&v->files_lock);
-	sfs_list_add(&f->link, &v->files);
-	pthread_mutex_unlock(&v->files_lock);
 	fi->fh = slot;
 	fi->keep_cache = fi->direct_io = 0;
 	if (!backing)
 		set_file_cache(v, node, st, fi);
 	f->cached = !fi->direct_io;
 	record_file(v, f, st);
-	atomic_fetch_add(&v->open_files, 1);
+	enlist_file(v, f);
 	return 0;
 }
 
@@ -129,18 +141,13 @@ int sfs_view_adopt_file(struct sfs_view *v, uint32_t slot, const struct sfs_ho_f
 	if (f->backing && node)
 		pt_adopt(v, node, rec);
 	f->pinned = pin_node(v, node, rec->fd) ? node : NULL;
-	f->direct = flags & O_DIRECT;
-	f->needs_twin = (flags & (O_DIRECT | O_APPEND)) && (flags & O_ACCMODE) != O_RDONLY;
-	f->append = flags & O_APPEND;
+	take_open_flags(f, flags);
 	twin = atomic_load(&rec->twin);
 	atomic_init(&f->twin, twin >= 0 && fstat(twin, &st) == 0 && st.st_ino == rec->ino ? twin : -1);
 	atomic_init(&f->atime, first_atime(v, &st));
 	f->cached = rec->flags & SFS_HO_CACHED;
-	pthread_mutex_lock(&v->files_lock);
-	sfs_list_add(&f->link, &v->files);
-	pthread_mutex_unlock(&v->files_lock);
 	sfs_ho_file_adopt(v->svc->ho, slot, f);
-	atomic_fetch_add(&v->open_files, 1);
+	enlist_file(v, f);
 	return 0;
 }
 
