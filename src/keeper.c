@@ -25,6 +25,7 @@ extern char **environ;
 static struct {
 	int daemon_pidfd;
 	char daemon_stat[32];    /* "/proc/PID/stat" of the daemon */
+	char daemon_task[32];    /* "/proc/PID/task" */
 	const char *binary;
 	char *const *argv;
 	char *title;
@@ -126,10 +127,127 @@ static bool daemon_dying(void)
 	return false;
 }
 
+/* The number a decimal (base 10) or "0x" hexadecimal (base 16) field starts with. */
+__attribute__((no_sanitize("address", "undefined")))
+static unsigned long field_number(const char **p, int base)
+{
+	unsigned long v = 0;
+
+	if (base == 16 && (*p)[0] == '0' && (*p)[1] == 'x')
+		*p += 2;
+	for (;; (*p)++) {
+		int d = **p >= '0' && **p <= '9' ? **p - '0' : **p >= 'a' && **p <= 'f' ? **p - 'a' + 10 : 99;
+		if (d >= base)
+			return v;
+		v = v * (unsigned long)base + (unsigned long)d;
+	}
+}
+
+__attribute__((no_sanitize("address", "undefined")))
+static bool is_fuse_device(unsigned long fd)
+{
+	char path[32] = "/proc/self/fd/", target[16];
+	int i = 14, n = 0;
+
+	for (unsigned long f = fd; f; f /= 10)
+		n++;
+	n = n ? n : 1;
+	for (int j = n - 1; j >= 0; j--, fd /= 10)
+		path[i + j] = (char)('0' + fd % 10);
+	path[i + n] = '\0';
+	return readlink(path, target, sizeof(target)) == 9 && memcmp(target, "/dev/fuse", 9) == 0;
+}
+
+/* Whether a thread of the dying daemon is done with the backing: gone, or blocked writing to
+ * /dev/fuse (a reply, or an entry invalidation waiting for a directory lock that only a
+ * successor can free). Any other thread may still be inside a change the resent request
+ * would make again: a successor that started beside it would race it (a link made twice
+ * answers EEXIST). */
+__attribute__((no_sanitize("address", "undefined")))
+static bool thread_done(int taskdir, const char *tid)
+{
+	char path[48], buf[256];
+	const char *p = buf;
+	int i = 0, fd;
+	ssize_t n;
+
+	for (; tid[i] && i < 20; i++)
+		path[i] = tid[i];
+	memcpy(path + i, "/syscall", 9);
+	if ((fd = openat(taskdir, path, O_RDONLY | O_CLOEXEC)) < 0)
+		return true;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return true;
+	buf[n] = '\0';
+	if (*p < '0' || *p > '9')
+		return false; /* "running", or "-1": not blocked in a system call */
+	unsigned long nr = field_number(&p, 10);
+	if (nr != SYS_write && nr != SYS_writev)
+		return false;
+	p++;
+	return is_fuse_device(field_number(&p, 16));
+}
+
+/* Whether every thread but the main one (which has exited) is done with the backing. */
+__attribute__((no_sanitize("address", "undefined")))
+static bool threads_done(void)
+{
+	char buf[2048];
+	int dir = open(K.daemon_task, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	const char *main_tid = K.daemon_stat + 6; /* "PID/stat" */
+	bool done = true;
+	long n;
+
+	if (dir < 0)
+		return true;
+	while (done && (n = syscall(SYS_getdents64, dir, buf, sizeof(buf))) > 0) {
+		for (long off = 0; done && off < n;) {
+			unsigned short reclen;
+			const char *name = buf + off + 19;
+			memcpy(&reclen, buf + off + 16, sizeof(reclen));
+			off += reclen;
+			if (*name < '0' || *name > '9')
+				continue;
+			int k = 0;
+			while (name[k] && name[k] == main_tid[k])
+				k++;
+			if (!name[k] && main_tid[k] == '/')
+				continue;
+			done = thread_done(dir, name);
+		}
+	}
+	close(dir);
+	return done;
+}
+
+/* A thread that never settles (a backing call stuck on a device) does not hold the views up
+ * for longer than this. */
+#define SETTLE_MS 2000
+
+/* Returns once the daemon is gone: every thread exited, or its main thread exited and the
+ * rest are done with the backing (threads_done), or have had SETTLE_MS to be. */
+__attribute__((no_sanitize("address", "undefined")))
+static void wait_for_daemon_death(void)
+{
+	struct pollfd pf = {K.daemon_pidfd, POLLIN, 0};
+	int settling = -1;
+
+	for (;;) {
+		int r = poll(&pf, 1, settling >= 0 ? 1 : 100);
+		if (r > 0 && (pf.revents & (POLLIN | POLLHUP)))
+			return;
+		if (r != 0 || (settling < 0 && !daemon_dying()))
+			continue;
+		if (threads_done() || ++settling >= SETTLE_MS)
+			return;
+	}
+}
+
 __attribute__((no_sanitize("address", "undefined")))
 static int keeper_main(void *arg)
 {
-	struct pollfd pf = {K.daemon_pidfd, POLLIN, 0};
 	struct timespec now;
 
 	(void)arg;
@@ -138,15 +256,12 @@ static int keeper_main(void *arg)
 	prctl(PR_SET_NAME, "strictfs-keep");
 	last_for_oom_killer();
 	ignore_signals();
-	for (;;) {
-		int r = poll(&pf, 1, 100);
-		if ((r > 0 && (pf.revents & (POLLIN | POLLHUP))) || (r == 0 && daemon_dying()))
-			break;
-	}
+	wait_for_daemon_death();
 	/* a successor that dies at once would make this a loop: not faster than 4 a second */
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	if (now.tv_sec - K.started.tv_sec < 1) {
-		struct timespec pause = {0, 250 * 1000 * 1000};
+	long lived_ms = (now.tv_sec - K.started.tv_sec) * 1000 + (now.tv_nsec - K.started.tv_nsec) / 1000000;
+	if (lived_ms < 250) {
+		struct timespec pause = {0, (250 - lived_ms) * 1000 * 1000};
 		nanosleep(&pause, NULL);
 	}
 	keep_all_across_exec();
@@ -161,6 +276,7 @@ int sfs_keeper_start(struct sfs_keeper *k, const char *binary, char *const argv[
 	pid_t pid;
 
 	snprintf(K.daemon_stat, sizeof(K.daemon_stat), "/proc/%d/stat", (int)getpid());
+	snprintf(K.daemon_task, sizeof(K.daemon_task), "/proc/%d/task", (int)getpid());
 	K.daemon_pidfd = syscall(SYS_pidfd_open, getpid(), 0);
 	if (K.daemon_pidfd < 0)
 		return -errno;
