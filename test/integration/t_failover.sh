@@ -269,6 +269,232 @@ test_failover_upgrade_refused_for_a_binary_that_cannot_take_over() {
 }
 
 
+# load_start SECONDS XATTR DIR...: the issue's load on each view DIR for SECONDS: fio randwrite
+# with verify=crc32c, and stress-ng writing and verifying files and changing names (hdd,
+# fallocate, dir, rename, link, and xattr when XATTR is "xattr"). The pids in LOAD_PIDS, each
+# tool's output under $T_DIR/load.
+load_start() {
+	local secs=$1 xattr=() d v
+	[[ $2 == xattr ]] && xattr=(--xattr 1)
+	shift 2
+	LOAD_PIDS=()
+	LOAD_VIEWS=()
+	mkdir -p "$T_DIR/load"
+	for d; do
+		v=$(basename "$d")
+		LOAD_VIEWS+=("$v")
+		mkdir -p "$d/fio" "$d/sng" || die "mkdir in $d"
+		fio --name="w-$v" --directory="$d/fio" --rw=randwrite --bsrange=4k-64k --size=16M \
+			--nrfiles=2 --verify_backlog=64 --verify_fatal=1 --fsync=64 --time_based \
+			--runtime="$secs" --ioengine=psync --verify=crc32c --output-format=json \
+			>"$T_DIR/load/fio-$v.json" 2>"$T_DIR/load/fio-$v.err" &
+		LOAD_PIDS+=($!)
+		stress-ng --hdd 1 --hdd-bytes 8M --fallocate 1 --fallocate-bytes 8M --dir 1 --rename 1 \
+			--link 1 "${xattr[@]}" --verify --timeout "${secs}s" --temp-path "$d/sng" \
+			--metrics-brief --yaml "$T_DIR/load/sng-$v.yaml" >"$T_DIR/load/sng-$v.log" 2>&1 &
+		LOAD_PIDS+=($!)
+	done
+}
+
+# load_ended_well: waits for the load and checks what its tools said: fio wrote, read back and
+# verified with no error, stress-ng completed every stressor without a failure. Logs a line per
+# view, and each problem with the tool's own words.
+load_ended_well() {
+	local p v j w r e mm ops bad=0
+	for p in "${LOAD_PIDS[@]}"; do wait "$p"; done
+	for v in "${LOAD_VIEWS[@]}"; do
+		j=$T_DIR/load/fio-$v.json
+		w=$(jq -r '[.jobs[].write.io_bytes] | add' "$j" 2>/dev/null)
+		r=$(jq -r '[.jobs[].read.io_bytes] | add' "$j" 2>/dev/null)
+		e=$(jq -r '[.jobs[].error] | add' "$j" 2>/dev/null)
+		mm=$(grep -c 'verify failed\|bad magic\|bad header' "$T_DIR/load/fio-$v.err")
+		ops=$(awk '/bogo-ops:/ { s += $2 } END { print s + 0 }' "$T_DIR/load/sng-$v.yaml" 2>/dev/null)
+		log "load on $v: fio wrote ${w:-?} bytes, verified ${r:-?}, error ${e:-?}, $mm mismatches; stress-ng $ops bogo ops"
+		if ! [[ $w =~ ^[0-9]+$ && $w -gt 0 && $r =~ ^[0-9]+$ && $r -gt 0 && $e == 0 && $mm == 0 ]]; then
+			log "fio on $v: $(_short "$T_DIR/load/fio-$v.err")"
+			bad=1
+		fi
+		if grep -qE 'unsuccessful|FAIL|fail:|error' "$T_DIR/load/sng-$v.log" ||
+			! grep -q 'successful run completed' "$T_DIR/load/sng-$v.log" || ((ops == 0)); then
+			log "stress-ng on $v: $(grep -vE '^(stress-ng: )?(info|metrc)' "$T_DIR/load/sng-$v.log" | head -5 | tr '\n' '|')"
+			bad=1
+		fi
+	done
+	return "$bad"
+}
+
+all_mounted() { # MOUNTPOINT...
+	local mp
+	for mp; do
+		[[ $(findmnt -n -o TARGET,FSTYPE "$mp" | tr -s ' ') == "$mp fuse.strictfs" ]] || {
+			log "$mp is not mounted"
+			return 1
+		}
+	done
+}
+
+test_failover_upgrade_under_load() {
+	new_source upl
+	local A=$T_DIR/a N=$T_DIR/n C=$T_DIR/c Q=$T_DIR/q pid out dw i
+	four_views
+	pid=$(view_pid "$A")
+	exec {held}<>"$C/held"
+	echo one >&"$held"
+	load_start 24 xattr "$A" "$N" "$C" "$Q"
+	durable_writer "$Q/log" "$T_DIR/acked" 24 >"$T_DIR/dw.out" &
+	dw=$!
+	for i in 2 3; do
+		sleep 8
+		out=$("$STRICTFS" upgrade "$LOOP" 2>&1)
+		assert_eq 0 "$?" "strictfs upgrade under load: $out"
+		assert_contains "$out" "generation $i (pid" "generation $i took over"
+		log "upgrade: $out"
+		pid=$(daemon_procs "$(source_key "$LOOP")" | head -n1)
+		remember_pid "$pid"
+	done
+	load_ended_well
+	assert_eq 0 "$?" "fio verified its data and stress-ng completed, with no error"
+	wait "$dw"
+	assert_eq END "$(cat "$T_DIR/dw.out")" "the fsyncing writer saw no error"
+	assert_ok acked_lines_present "$A/log" "$T_DIR/acked"
+	assert_ok all_mounted "$A" "$N" "$C" "$Q"
+	echo two >&"$held"
+	exec {held}>&-
+	assert_eq "one two" "$(tr '\n' ' ' <"$A/held" | sed 's/ $//')" "a descriptor opened before the upgrades writes on"
+	assert_eq 3 "$(daemon_field "$pid" .generation)" "status: generation 3"
+	assert_ok "$STRICTFS" quota check "$LOOP"
+	for mp in "$A" "$N" "$C" "$Q"; do assert_ok "$STRICTFS" umount "$mp"; done
+	assert_ok wait_daemon_gone "$pid" 5
+	assert_ok device_free "$LOOP"
+	assert_ok fsck_clean "$LOOP"
+}
+
+# killer KEY PROBE KILLS SEED OUT: kills the daemon serving KEY KILLS times, each at a random
+# moment 0.25 to 0.85 s after its successor has a keeper (a keeper holds back a successor
+# that dies within 0.25 s of its start: a crash loop is slowed down on purpose). Right after each kill it times a statfs
+# of PROBE: the stall an application sees. Writes one line per kill (milliseconds) to OUT and
+# prints "KILLS kills" when all were made, else why not.
+killer() {
+	"$PY" - "$@" <<'EOF'
+import os, random, signal, sys, time
+key, probe, kills, seed, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+random.seed(seed)
+
+def cmdline(p):
+    try:
+        return open("/proc/%s/cmdline" % p, "rb").read().split(b"\0")
+    except OSError:
+        return []
+
+def alive(p):
+    try:
+        return open("/proc/%d/stat" % p).read().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except OSError:
+        return False
+
+def daemons():
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()
+            and cmdline(p)[1:3] == [b"__daemon", key.encode()] and alive(int(p))]
+
+def has_keeper(d):
+    kids = []
+    for t in os.listdir("/proc/%d/task" % d):
+        try:
+            kids += open("/proc/%d/task/%s/children" % (d, t)).read().split()
+        except OSError:
+            pass
+    return any(b"__keeper" in cmdline(k) for k in kids)
+
+with open(out, "w") as f:
+    for i in range(kills):
+        end = time.monotonic() + 10
+        while True:
+            ds = daemons()
+            if len(ds) == 1 and has_keeper(ds[0]):
+                break
+            if time.monotonic() > end:
+                print("kill %d: no daemon with a keeper after 10 s (%s)" % (i + 1, ds))
+                sys.exit(1)
+            time.sleep(0.002)
+        time.sleep(random.uniform(0.25, 0.85))
+        t0 = time.monotonic()
+        os.kill(ds[0], signal.SIGKILL)
+        try:
+            os.statvfs(probe)
+        except OSError as e:
+            print("kill %d: statfs after it: %s" % (i + 1, e))
+            sys.exit(1)
+        f.write("%.1f\n" % ((time.monotonic() - t0) * 1000))
+        f.flush()
+print("%d kills" % kills)
+EOF
+}
+
+# prober PATH SECONDS: statfs of PATH without pause for SECONDS; prints the count and errors.
+prober() {
+	"$PY" - "$1" "$2" <<'EOF'
+import os, sys, time
+n = errs = 0
+end = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    try:
+        os.statvfs(sys.argv[1])
+    except OSError as e:
+        errs += 1
+        last = e
+    n += 1
+print("%d statfs, %d errors%s" % (n, errs, " (%s)" % last if errs else ""))
+EOF
+}
+
+# Not a test_ function, so not in the suite yet: run by test/stress/failover (issue 17 names
+# it; it fails today, and that script says how).
+stress_failover_kills_under_load() {
+	new_source kills
+	local A=$T_DIR/a N=$T_DIR/n C=$T_DIR/c Q=$T_DIR/q key pid out dw pr seed=${SEED:-$RANDOM} stalls
+	local kills=${KILLS:-100}
+	key=$(source_key "$LOOP")
+	# a hundred kills within a minute are this test's doing, not a crash loop
+	STRICTFS_CRASH_LIMIT=1000 view "" "$LOOP" "$A"
+	view noacl,nouser_xattr "$LOOP" "$N"
+	view casefold "$LOOP" "$C"
+	view quota "$LOOP" "$Q"
+	exec {held}<>"$C/held"
+	echo one >&"$held"
+	# The xattr stressor is left out: an XATTR_CREATE or removexattr made just before a kill
+	# answers EEXIST or ENODATA when sent again, a documented limit (strictfs(8), FAILOVER).
+	load_start 75 noxattr "$A" "$N" "$C" "$Q"
+	durable_writer "$Q/log" "$T_DIR/acked" 75 >"$T_DIR/dw.out" &
+	dw=$!
+	prober "$N" 75 >"$T_DIR/probe.out" &
+	pr=$!
+	log "killer seed $seed"
+	out=$(killer "$key" "$A" "$kills" "$seed" "$T_DIR/stalls" 2>&1)
+	assert_eq "$kills kills" "$out" "$kills SIGKILLs under load, each daemon replaced"
+	for pid in $(daemon_procs "$key"); do remember_pid "$pid"; done
+	stalls=$(sort -n "$T_DIR/stalls" | awk '{ a[NR] = $1 } END { if (NR) printf "median %s ms, worst %s ms, of %d", a[int((NR + 1) / 2)], a[NR], NR }')
+	log "stall from a kill to a statfs begun then answered: $stalls"
+	load_ended_well
+	assert_eq 0 "$?" "fio verified its data and stress-ng completed, with no error"
+	wait "$dw"
+	assert_eq END "$(cat "$T_DIR/dw.out")" "the fsyncing writer saw no error"
+	assert_ok acked_lines_present "$A/log" "$T_DIR/acked"
+	wait "$pr"
+	log "prober: $(cat "$T_DIR/probe.out")"
+	assert_contains "$(cat "$T_DIR/probe.out")" " 0 errors" "a statfs without pause saw no error"
+	assert_ok all_mounted "$A" "$N" "$C" "$Q"
+	echo two >&"$held"
+	exec {held}>&-
+	assert_eq "one two" "$(tr '\n' ' ' <"$A/held" | sed 's/ $//')" "a descriptor opened before the kills writes on"
+	pid=$(daemon_procs "$key" | head -n1)
+	assert_eq $((kills + 1)) "$(daemon_field "$pid" .generation)" "status: generation $((kills + 1))"
+	assert_ok "$STRICTFS" quota check "$LOOP"
+	for mp in "$A" "$N" "$C" "$Q"; do assert_ok "$STRICTFS" umount "$mp"; done
+	assert_ok wait_daemon_gone "$pid" 5
+	assert_ok device_free "$LOOP"
+	assert_ok fsck_clean "$LOOP"
+}
+
 # held_change SYSCALL DONE-CHECK CMD...: runs CMD through a view while the daemon's SYSCALL is
 # held at its return (strace delays it): the change is made in the backing, the answer not
 # sent. Once DONE-CHECK (a command) sees the change, the daemon is killed; its successor gets
