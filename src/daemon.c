@@ -1334,7 +1334,13 @@ static int take_over(struct sfs_daemon *d, int state_fd, char *err, size_t errle
 	}
 	crashed = r->state == SFS_HO_SERVING;
 	sfs_strlcpy(d->binary, r->binary, sizeof(d->binary));
+	/* The log's socket is not in the state: closed with the rest, glibc would send the next
+	 * message to whatever took its number, and close that when the send fails (a view's
+	 * /dev/fuse descriptor, an open file's, the keeper's pidfd). So it is closed first and
+	 * opened again after. */
+	closelog();
 	sfs_ho_close_unnamed(&d->ho, -1);
+	openlog("strictfs", LOG_PID | LOG_NDELAY, LOG_DAEMON);
 	start_keeper(d);
 	if (crash_limit_reached(d))
 		snprintf(r->failed, sizeof(r->failed), "the daemon crashed %u times within %d s",
