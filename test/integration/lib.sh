@@ -784,7 +784,9 @@ acked_lines_present() { # FILE ACKED
 	local n
 	n=$(wc -l <"$2")
 	[[ $n -gt 0 ]] || return 1
-	[[ $(head -n "$n" "$1" | md5sum) == $(seq 0 $((n - 1)) | md5sum) ]]
+	[[ $(head -n "$n" "$1" | md5sum) == $(seq 0 $((n - 1)) | md5sum) ]] && return 0
+	log "$1 is not the $n lines acknowledged: $(diff <(seq 0 $((n - 1))) <(head -n "$n" "$1") | head -6 | tr '\n' ' ')"
+	return 1
 }
 
 fsck_clean() { # DEVICE-OR-IMAGE
