@@ -1125,6 +1125,13 @@ static int setup(struct sfs_daemon *d, const char *optstr, char *err, size_t err
 
 /* ---- views that outlive the daemon (keeper.h, handover.h) ------------------------------ */
 
+/* The daemon's log: at its start, and again in a successor once it has closed what it
+ * inherited (take_over). */
+static void open_log(void)
+{
+	openlog("strictfs", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+}
+
 /* Crashes within this long of the first count towards the limit; at the limit the views
  * answer EIO. The limit is 5, or STRICTFS_CRASH_LIMIT in the first daemon's environment. */
 #define CRASH_WINDOW_MS 60000
@@ -1340,7 +1347,7 @@ static int take_over(struct sfs_daemon *d, int state_fd, char *err, size_t errle
 	 * opened again after. */
 	closelog();
 	sfs_ho_close_unnamed(&d->ho, -1);
-	openlog("strictfs", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+	open_log();
 	start_keeper(d);
 	if (crash_limit_reached(d))
 		snprintf(r->failed, sizeof(r->failed), "the daemon crashed %u times within %d s",
@@ -1460,7 +1467,7 @@ int sfs_daemon_main(int argc, char **argv)
 	pthread_cond_init(&d->conns_idle, NULL);
 	for (int i = 0; i < SFS_MAX_CONNS; i++)
 		d->conns[i].fd = -1;
-	openlog("strictfs", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+	open_log();
 	umask(0);
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&set);

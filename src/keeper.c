@@ -98,18 +98,27 @@ static void ignore_signals(void)
  * write of an entry invalidation that waits for a directory lock held by a caller whose
  * request only a daemon can answer (doc/kernel.md §4.11), and hold up the exit (or a core
  * dump) for good: the successor must not wait for that thread. */
+/* A /proc file (path at dirfd) read into buf as a string; its length, <= 0 when it is gone. */
+__attribute__((no_sanitize("address", "undefined")))
+static ssize_t read_proc(int dirfd, const char *path, char *buf, size_t len)
+{
+	int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return n;
+}
+
 __attribute__((no_sanitize("address", "undefined")))
 static bool daemon_dying(void)
 {
 	char buf[512];
-	int fd = open(K.daemon_stat, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	ssize_t n = read_proc(AT_FDCWD, K.daemon_stat, buf, sizeof(buf));
 
-	if (fd >= 0)
-		close(fd);
 	if (n <= 0)
 		return true; /* gone */
-	buf[n] = '\0';
 	for (ssize_t i = n - 1; i > 0; i--) {
 		unsigned long flags = 0;
 		char *p = buf + i + 2;
@@ -168,19 +177,13 @@ static bool thread_done(int taskdir, const char *tid)
 {
 	char path[48], buf[256];
 	const char *p = buf;
-	int i = 0, fd;
-	ssize_t n;
+	int i = 0;
 
 	for (; tid[i] && i < 20; i++)
 		path[i] = tid[i];
 	memcpy(path + i, "/syscall", 9);
-	if ((fd = openat(taskdir, path, O_RDONLY | O_CLOEXEC)) < 0)
-		return true;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return true;
-	buf[n] = '\0';
+	if (read_proc(taskdir, path, buf, sizeof(buf)) <= 0)
+		return true; /* gone */
 	if (*p < '0' || *p > '9')
 		return false; /* "running", or "-1": not blocked in a system call */
 	unsigned long nr = field_number(&p, 10);

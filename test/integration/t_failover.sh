@@ -33,6 +33,35 @@ daemon_field() { # PID JQ-PATH
 	sq --argjson p "$1" ".daemons[]? | select(.pid == \$p) | $2"
 }
 
+# The checks every test of the four views (four_views, in the calling test's A N C Q of LOOP)
+# ends with.
+
+# writer_lost_nothing PID: the durable_writer PID (output dw.out, acknowledgements acked, log
+# A/log) ended without an error and every line it acknowledged is in the log.
+writer_lost_nothing() {
+	wait "$1"
+	assert_eq END "$(cat "$T_DIR/dw.out")" "the fsyncing writer saw no error"
+	assert_ok acked_lines_present "$A/log" "$T_DIR/acked"
+}
+
+# held_writes_on FD WHEN: a descriptor of "held" that wrote "one" before WHEN writes on; closed.
+held_writes_on() {
+	local fd=$1
+	echo two >&"$fd"
+	exec {fd}>&-
+	assert_eq "one two" "$(tr '\n' ' ' <"$A/held" | sed 's/ $//')" "a descriptor opened before $2 writes on"
+}
+
+# end_four_views PID: the four views unmounted, the daemon PID gone with them, the device
+# free and e2fsck clean.
+end_four_views() {
+	local mp
+	for mp in "$A" "$N" "$C" "$Q"; do assert_ok "$STRICTFS" umount "$mp"; done
+	assert_ok wait_daemon_gone "$1" 5
+	assert_ok device_free "$LOOP"
+	assert_ok fsck_clean "$LOOP"
+}
+
 # dir_reader DIR IN OUT: lists DIR through one stream, half before a line arrives on the fifo
 # IN and the rest after; prints the count of entries and the errno, if any, to OUT.
 dir_reader() {
@@ -94,15 +123,11 @@ test_failover_sigkill_keeps_views() {
 	assert_contains "$(getfacl -p "$A/MixedCase" 2>&1)" "user:$SFS_ALICE:r--" "the acl view still has ACLs"
 	assert_not_contains "$(getfacl -p "$N/MixedCase" 2>&1)" "user:$SFS_ALICE" "the noacl view still has none"
 	assert_fails_with "Operation not supported" setfattr -n user.x -v 1 "$N/held"
-	echo two >&"$held"
-	exec {held}>&-
-	assert_eq "one two" "$(tr '\n' ' ' <"$A/held" | sed 's/ $//')" "a descriptor opened before the kill writes on"
+	held_writes_on "$held" "the kill"
 	echo >"$T_DIR/go"
 	assert_ok wait_until 10 test -s "$T_DIR/dr.out"
 	assert_eq 600 "$(cat "$T_DIR/dr.out")" "a directory stream opened before the kill lists on"
-	wait "$dw"
-	assert_eq END "$(cat "$T_DIR/dw.out")" "the fsyncing writer saw no error"
-	assert_ok acked_lines_present "$A/log" "$T_DIR/acked"
+	writer_lost_nothing "$dw"
 	assert_ok "$STRICTFS" quota check "$LOOP"
 
 	for mp in "$A" "$N" "$C" "$Q"; do assert_ok "$STRICTFS" umount "$mp"; done
@@ -224,21 +249,14 @@ test_failover_upgrade_keeps_views_and_files() {
 	log "upgrade: $out"
 	succ=$keeper
 	remember_pid "$succ"
-	wait "$dw"
-	assert_eq END "$(cat "$T_DIR/dw.out")" "the fsyncing writer saw no error"
-	assert_ok acked_lines_present "$A/log" "$T_DIR/acked"
+	writer_lost_nothing "$dw"
 	for mp in "$A" "$N" "$C" "$Q"; do
 		assert_eq "$mp fuse.strictfs" "$(findmnt -n -o TARGET,FSTYPE "$mp" | tr -s ' ')" "$mp is still mounted"
 	done
-	echo two >&"$held"
-	exec {held}>&-
-	assert_eq "one two" "$(tr '\n' ' ' <"$A/held" | sed 's/ $//')" "a descriptor opened before the upgrade writes on"
+	held_writes_on "$held" "the upgrade"
 	assert_eq 2 "$(daemon_field "$succ" .generation)" "status: generation 2"
 	assert_ok "$STRICTFS" quota check "$LOOP"
-	for mp in "$A" "$N" "$C" "$Q"; do assert_ok "$STRICTFS" umount "$mp"; done
-	assert_ok wait_daemon_gone "$succ" 5
-	assert_ok device_free "$LOOP"
-	assert_ok fsck_clean "$LOOP"
+	end_four_views "$succ"
 }
 
 test_failover_upgrade_refused_for_a_binary_that_cannot_take_over() {
@@ -354,19 +372,12 @@ test_failover_upgrade_under_load() {
 	done
 	load_ended_well
 	assert_eq 0 "$?" "fio verified its data and stress-ng completed, with no error"
-	wait "$dw"
-	assert_eq END "$(cat "$T_DIR/dw.out")" "the fsyncing writer saw no error"
-	assert_ok acked_lines_present "$A/log" "$T_DIR/acked"
+	writer_lost_nothing "$dw"
 	assert_ok all_mounted "$A" "$N" "$C" "$Q"
-	echo two >&"$held"
-	exec {held}>&-
-	assert_eq "one two" "$(tr '\n' ' ' <"$A/held" | sed 's/ $//')" "a descriptor opened before the upgrades writes on"
+	held_writes_on "$held" "the upgrades"
 	assert_eq 3 "$(daemon_field "$pid" .generation)" "status: generation 3"
 	assert_ok "$STRICTFS" quota check "$LOOP"
-	for mp in "$A" "$N" "$C" "$Q"; do assert_ok "$STRICTFS" umount "$mp"; done
-	assert_ok wait_daemon_gone "$pid" 5
-	assert_ok device_free "$LOOP"
-	assert_ok fsck_clean "$LOOP"
+	end_four_views "$pid"
 }
 
 # killer KEY PROBE KILLS SEED OUT: kills the daemon serving KEY KILLS times, each at a random
@@ -476,23 +487,16 @@ stress_failover_kills_under_load() {
 	log "stall from a kill to a statfs begun then answered: $stalls"
 	load_ended_well
 	assert_eq 0 "$?" "fio verified its data and stress-ng completed, with no error"
-	wait "$dw"
-	assert_eq END "$(cat "$T_DIR/dw.out")" "the fsyncing writer saw no error"
-	assert_ok acked_lines_present "$A/log" "$T_DIR/acked"
+	writer_lost_nothing "$dw"
 	wait "$pr"
 	log "prober: $(cat "$T_DIR/probe.out")"
 	assert_contains "$(cat "$T_DIR/probe.out")" " 0 errors" "a statfs without pause saw no error"
 	assert_ok all_mounted "$A" "$N" "$C" "$Q"
-	echo two >&"$held"
-	exec {held}>&-
-	assert_eq "one two" "$(tr '\n' ' ' <"$A/held" | sed 's/ $//')" "a descriptor opened before the kills writes on"
+	held_writes_on "$held" "the kills"
 	pid=$(daemon_procs "$key" | head -n1)
 	assert_eq $((kills + 1)) "$(daemon_field "$pid" .generation)" "status: generation $((kills + 1))"
 	assert_ok "$STRICTFS" quota check "$LOOP"
-	for mp in "$A" "$N" "$C" "$Q"; do assert_ok "$STRICTFS" umount "$mp"; done
-	assert_ok wait_daemon_gone "$pid" 5
-	assert_ok device_free "$LOOP"
-	assert_ok fsck_clean "$LOOP"
+	end_four_views "$pid"
 }
 
 # held_change SYSCALL DONE-CHECK CMD...: runs CMD through a view while the daemon's SYSCALL is
