@@ -570,6 +570,16 @@ int sfs_ho_create(struct sfs_handover *h)
 	return 0;
 }
 
+/* A predecessor's unused intent slots are free again; only its records of changes still in
+ * flight stay, for their requests to be sent again. Without this every generation would take
+ * new slots above its predecessor's, and after enough crashes no change could be recorded. */
+static void free_unused_intents(struct sfs_handover *h)
+{
+	for (uint32_t slot = h->next_intent; slot-- > 0;)
+		if (!atomic_load(&intent_at(h, slot)->state))
+			h->free_intents[h->nfree_intents++] = slot;
+}
+
 int sfs_ho_adopt(struct sfs_handover *h, int fd, char *err, size_t errlen)
 {
 	const struct copy *d;
@@ -616,6 +626,7 @@ int sfs_ho_adopt(struct sfs_handover *h, int fd, char *err, size_t errlen)
 	h->next_intent = atomic_load(&c->intents_hwm);
 	if (h->next_intent > SFS_HO_INTENTS)
 		h->next_intent = SFS_HO_INTENTS;
+	free_unused_intents(h);
 	return 0;
 }
 

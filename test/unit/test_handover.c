@@ -94,10 +94,10 @@ static void test_lookups(void)
 
 static void test_files_and_intents(void)
 {
-	struct sfs_handover h, s;
+	struct sfs_handover h, s, s2;
 	struct sfs_ho_file rec = {.view = 3, .fd = 17, .node = 99, .dev = 1, .ino = 2}, got;
 	struct sfs_ho_intent in = {.view = 3, .unique = 1234, .op = SFS_HO_MAKE}, found;
-	int a, b, slot;
+	int a, b, slot, busy, freed;
 	char obj;
 
 	CHECK(sfs_ho_create(&h) == 0, "create");
@@ -125,6 +125,16 @@ static void test_files_and_intents(void)
 	CHECK(sfs_ho_intent_find(&s, 4, 1234, &found) < 0, "not for another view");
 	sfs_ho_intent_end(&h, slot);
 	CHECK(sfs_ho_intent_find(&s, 3, 1234, &found) < 0, "an ended one is gone");
+	in.unique = 5678;
+	busy = sfs_ho_intent_begin(&h, &in); /* in flight as the daemon dies */
+	in.unique = 9012;
+	freed = sfs_ho_intent_begin(&h, &in);
+	sfs_ho_intent_end(&h, freed);
+	reopen(&h, &s2);
+	CHECK(sfs_ho_intent_begin(&s2, &in) == freed,
+	      "a successor takes its predecessor's free slots again, not new ones");
+	CHECK(sfs_ho_intent_find(&s2, 3, 5678, &found) == busy && sfs_ho_intent_begin(&s2, &in) != busy,
+	      "and keeps the record of a change in flight");
 }
 
 int main(void)
