@@ -14,7 +14,6 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/uio.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 /* Newer than Debian 12's <linux/fuse.h> (protocol 7.38): 7.39 and 7.40. */
@@ -140,29 +139,6 @@ bool sfs_fuse_io_quiet(int ms)
 	return true;
 }
 
-/* The part of a read buffer that may hold a request's payload: all of it where writes come
- * through the daemon; where they pass through, the largest other request (an xattr value). */
-#define PASSTHROUGH_PAYLOAD (128 * 1024)
-
-/* A daemon killed while the kernel copies a request into a buffer page not yet faulted in
- * loses that request: the kernel's page pinning gives up on the fatal signal, and it answers
- * the request EIO instead of keeping it for a successor (doc/kernel.md §4.11). So each
- * thread's buffer is faulted in before its first read after INIT. */
-static void fault_in(const struct sfs_fuse_io *io, void *buf, size_t len)
-{
-	static __thread void *done;
-	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), start, end;
-
-	if (buf == done || !atomic_load(&io->offered) || atomic_load(&io->init_unique))
-		return; /* done, or INIT not answered yet: how much to fault in is not known */
-	if (atomic_load(&io->passthrough) && len > PASSTHROUGH_PAYLOAD)
-		len = PASSTHROUGH_PAYLOAD;
-	start = (uintptr_t)buf & ~(page - 1);
-	end = ((uintptr_t)buf + len + page - 1) & ~(page - 1);
-	if (madvise((void *)start, end - start, MADV_POPULATE_WRITE) == 0)
-		done = buf;
-}
-
 static ssize_t io_read(int fd, void *buf, size_t len, void *view)
 {
 	struct sfs_fuse_io *io = sfs_view_fuse_io(view);
@@ -170,7 +146,6 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *view)
 	ssize_t n;
 
 	sfs_fuse_io_end(); /* the request this thread read before, if any, is done */
-	fault_in(io, buf, len);
 	while ((n = read(fd, buf, len)) > 0 && answered_failed(io, fd, buf, n))
 		;
 	if (n > 0) {
