@@ -191,6 +191,10 @@ int sfs_view_start(struct sfs_view *v, int fuse_fd, const struct sfs_ho_view *fr
 		v->se = NULL;
 		return rc;
 	}
+	/* Before any thread reads: a RESEND puts back every request read and not answered, so one
+	 * this daemon had already read would come twice and be made twice (doc/kernel.md §4.11). */
+	if (from)
+		sfs_fuse_io_resend(&v->fuse_io);
 	rc = pthread_create(&v->thread, NULL, serve, v);
 	if (rc) {
 		fuse_session_destroy(v->se);
@@ -200,7 +204,6 @@ int sfs_view_start(struct sfs_view *v, int fuse_fd, const struct sfs_ho_view *fr
 	v->thread_started = true;
 	if (from) {
 		sfs_view_record(v); /* with the io_uring buffers it has now */
-		sfs_fuse_io_resend(&v->fuse_io);
 		poke_queues(v);
 	}
 	return 0;
