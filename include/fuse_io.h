@@ -54,6 +54,8 @@ struct sfs_fuse_io {
 	struct sfs_uring_area area;    /* the io_uring entries' buffers (fd -1: none) */
 	struct sfs_uring_area inherit; /* a successor's: the predecessor's (fd -1: none) */
 	atomic_bool failed;            /* every request is answered EIO (set before the session starts) */
+	atomic_bool writes;            /* WRITEs with data come through the daemon: threads fault their
+	                                * read buffers in (sfs_fuse_io_expect_writes) */
 };
 
 struct fuse_session;
@@ -90,6 +92,11 @@ int sfs_fuse_io_replay_init(struct sfs_fuse_io *io, const void *init, size_t len
 /* Asks the kernel to send again every request the connection's previous server read and never
  * answered (FUSE_NOTIFY_RESEND, doc/kernel.md §4.11). Returns 0 or -errno. */
 int sfs_fuse_io_resend(struct sfs_fuse_io *io);
+
+/* Says that the view's WRITEs come through the daemon (a successor adopting a file open for
+ * writing without passthrough): from their next read on, its threads fault their whole read
+ * buffers in first, as they do once a WRITE with data has come (doc/kernel.md §4.11). */
+void sfs_fuse_io_expect_writes(struct sfs_fuse_io *io);
 
 /* The handover gate (strictfs upgrade): after sfs_fuse_io_hold, no thread begins a request
  * (a request read from /dev/fuse stays unanswered, for the kernel to resend to the successor;

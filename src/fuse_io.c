@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -139,6 +140,37 @@ bool sfs_fuse_io_quiet(int ms)
 	return true;
 }
 
+void sfs_fuse_io_expect_writes(struct sfs_fuse_io *io)
+{
+	atomic_store(&io->writes, true);
+}
+
+/* A daemon killed while the kernel copies a request into a read-buffer page not yet faulted
+ * in loses that request: the kernel's page pinning gives up on the fatal signal and it ends
+ * the request EIO instead of keeping it for a successor (doc/kernel.md §4.11). Only WRITEs
+ * reach far into the buffer, so a thread faults its whole buffer in, once, where they come;
+ * elsewhere (idle views, passthrough, metadata walks) the buffers stay as small as the
+ * requests they saw. */
+static void fault_in_for_writes(struct sfs_fuse_io *io, void *buf, size_t len)
+{
+	static __thread void *done;
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), start, end;
+
+	if (buf == done || !atomic_load(&io->writes))
+		return;
+	start = (uintptr_t)buf & ~(page - 1);
+	end = ((uintptr_t)buf + len + page - 1) & ~(page - 1);
+	if (madvise((void *)start, end - start, MADV_POPULATE_WRITE) == 0)
+		done = buf;
+}
+
+/* The first WRITE whose data reaches past the buffer's first page marks the view. */
+static void note_write(struct sfs_fuse_io *io, const struct fuse_in_header *in, ssize_t n)
+{
+	if (in->opcode == FUSE_WRITE && n > (ssize_t)sysconf(_SC_PAGESIZE) && !atomic_load(&io->writes))
+		sfs_fuse_io_expect_writes(io);
+}
+
 static ssize_t io_read(int fd, void *buf, size_t len, void *view)
 {
 	struct sfs_fuse_io *io = sfs_view_fuse_io(view);
@@ -146,12 +178,15 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *view)
 	ssize_t n;
 
 	sfs_fuse_io_end(); /* the request this thread read before, if any, is done */
+	fault_in_for_writes(io, buf, len);
 	while ((n = read(fd, buf, len)) > 0 && answered_failed(io, fd, buf, n))
 		;
 	if (n > 0) {
 		sfs_fuse_io_begin(); /* held: the kernel resends it to the successor */
-		if (n >= (ssize_t)sizeof(*in))
+		if (n >= (ssize_t)sizeof(*in)) {
 			serving_unique = in->unique;
+			note_write(io, in, n);
+		}
 	}
 
 	if (n >= (ssize_t)(sizeof(*in) + offsetof(struct fuse_init_in, flags) + 4) &&
@@ -343,6 +378,7 @@ int sfs_fuse_io_attach(struct fuse_session *se, struct sfs_fuse_io *io, int fd)
 	atomic_store(&io->init_unique, 0);
 	atomic_store(&io->offered, 0);
 	atomic_store(&io->passthrough, false);
+	atomic_store(&io->writes, false);
 	return fuse_session_custom_io(se, &ops, fd);
 }
 

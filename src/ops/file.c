@@ -138,6 +138,8 @@ int sfs_view_adopt_file(struct sfs_view *v, uint32_t slot, const struct sfs_ho_f
 	f->node = node;
 	f->writes = rec->flags & SFS_HO_WRITES;
 	f->backing = rec->backing;
+	if (f->writes && !f->backing)
+		sfs_fuse_io_expect_writes(&v->fuse_io);
 	if (f->backing && node)
 		pt_adopt(v, node, rec);
 	f->pinned = pin_node(v, node, rec->fd) ? node : NULL;
