@@ -41,7 +41,7 @@ static void usage(FILE *out)
 	      " strictfs status [SOURCE|MOUNTPOINT] [--json]    daemons, backings and views\n"
 	      " strictfs quota set|grace|report|check SOURCE ... usage and limits; see\n"
 	      "                                                 'strictfs quota --help'\n"
-	      " strictfs upgrade SOURCE                         hand the views over to the binary\n"
+	      " strictfs upgrade SOURCE|--all                   hand the views over to the binary\n"
 	      "                                                 installed now\n"
 	      " strictfs demo                                   the seed scenario, end to end\n"
 	      "\nOptions:\n"
@@ -634,7 +634,7 @@ static long long monotonic_ms(void)
 }
 
 /* Hands the views of a source over to the binary installed now, and waits for it to serve. */
-static int cmd_upgrade(int argc, char **argv)
+static int upgrade_source(const char *source)
 {
 	char key[128], err[ERRLEN];
 	unsigned long long old_gen, gen = 0;
@@ -642,15 +642,13 @@ static int cmd_upgrade(int argc, char **argv)
 	long old_pid, pid = 0;
 	long long t0, t;
 
-	if (argc != 2)
-		return usage_error("upgrade: %s", "needs one SOURCE (or a view's MOUNTPOINT)");
-	if (sfs_cli_running_key(argv[1], key, sizeof(key), err, sizeof(err))) {
+	if (sfs_cli_running_key(source, key, sizeof(key), err, sizeof(err))) {
 		print_err(err);
 		return SFS_EXIT_FAIL;
 	}
 	t0 = monotonic_ms();
 	sfs_msg_init(&req, SFS_REQ_UPGRADE);
-	if (sfs_cli_call_daemon(key, &req, &rep, argv[1], err, sizeof(err))) {
+	if (sfs_cli_call_daemon(key, &req, &rep, source, err, sizeof(err))) {
 		sfs_msg_free(&req);
 		print_err(err);
 		return SFS_EXIT_FAIL;
@@ -668,12 +666,39 @@ static int cmd_upgrade(int argc, char **argv)
 	} while (t - t0 < 30000);
 	if (gen <= old_gen) {
 		fprintf(stderr, "strictfs: %s: generation %llu handed over, but no successor answered "
-		        "within 30 s (see the system log)\n", argv[1], old_gen);
+		        "within 30 s (see the system log)\n", source, old_gen);
 		return SFS_EXIT_FAIL;
 	}
 	printf("%s: generation %llu (pid %ld) took over from generation %llu (pid %ld) in %lld ms\n",
-	       argv[1], gen, pid, old_gen, old_pid, t - t0);
+	       source, gen, pid, old_gen, old_pid, t - t0);
 	return SFS_EXIT_OK;
+}
+
+/* Every running daemon, one after the other (the package's upgrade); the first failure does
+ * not stop the others. */
+static int upgrade_all(void)
+{
+	json_object *doc = sfs_client_status();
+	json_object *daemons = json_object_object_get(doc, "daemons");
+	int rc = SFS_EXIT_OK;
+
+	if (!json_object_array_length(daemons))
+		printf("no strictfs daemon runs: nothing to upgrade\n");
+	for (size_t i = 0; i < json_object_array_length(daemons); i++) {
+		const char *source = json_object_get_string(
+			json_object_object_get(json_object_array_get_idx(daemons, i), "source"));
+		if (source && upgrade_source(source) != SFS_EXIT_OK)
+			rc = SFS_EXIT_FAIL;
+	}
+	json_object_put(doc);
+	return rc;
+}
+
+static int cmd_upgrade(int argc, char **argv)
+{
+	if (argc != 2)
+		return usage_error("upgrade: %s", "needs one SOURCE (or a view's MOUNTPOINT), or --all");
+	return !strcmp(argv[1], "--all") ? upgrade_all() : upgrade_source(argv[1]);
 }
 
 static int cmd_status(int argc, char **argv)

@@ -11,12 +11,14 @@ int main(int argc, char **argv)
 {
 	char *name = basename(argv[0]);
 
+	/* whatever the name: a daemon started by the helper runs, and is upgraded from, the
+	 * helper's binary (the helper itself never has fewer than two arguments) */
+	if (argc == 2 && !strcmp(argv[1], "__state-version"))
+		return sfs_daemon_state_version();
 	/* mount(8) runs mount.strictfs for -t strictfs, mount.fuse.strictfs for a remount */
 	if (!strncmp(name, "mount.", 6))
 		return sfs_mount_helper_main(argc, argv);
 	if (argc > 1 && !strcmp(argv[1], "__daemon"))
 		return sfs_daemon_main(argc - 1, argv + 1);
-	if (argc == 2 && !strcmp(argv[1], "__state-version"))
-		return sfs_daemon_state_version();
 	return sfs_cli_main(argc, argv);
 }

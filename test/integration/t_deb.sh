@@ -90,10 +90,12 @@ _overlay() { # DIR: writes to DIR go to a tmpfs, in this mount namespace only
 }
 
 _deb_inside() {
-	local d V=$T_DIR/v pid exe
+	local d V=$T_DIR/v pid exe gen new fd
 	[[ $(readlink /proc/self/ns/mnt) != "$(readlink /proc/1/ns/mnt)" ]] || die "not in a private namespace"
 	for d in /usr /etc /var; do _overlay "$d"; done
 	[[ -L /sbin ]] || _overlay /sbin
+	# the package's postinst upgrades every daemon it finds: only this test's
+	mkdir -p /run/strictfs && mount -t tmpfs -o mode=0755 sfs-deb /run/strictfs || die "tmpfs over /run/strictfs"
 	assert_ok dpkg -i "$DEB"
 	assert_eq install "$(dpkg-query -W -f '${db:Status-Want}' strictfs)" "dpkg: installed"
 	assert_ok test -x /usr/sbin/strictfs
@@ -107,7 +109,7 @@ _deb_inside() {
 	mkdir -p "$V"
 	assert_ok mount -t strictfs -o noacl "$REPLY" "$V"
 	assert_eq "$REPLY $V fuse.strictfs" "$(mount_line "$V")" "mount -t strictfs with the installed helper"
-	pid=$(/usr/sbin/strictfs status --json | jq -r --arg m "$V" '.daemons[] | select(any(.views[]; .mountpoint == $m)) | .pid')
+	pid=$(daemon_field "$V" .pid)
 	remember_pid "$pid"
 	exe=$(readlink "/proc/$pid/exe")
 	if [[ $exe == /usr/sbin/strictfs || $exe == */sbin/mount.strictfs ]]; then
@@ -117,6 +119,22 @@ _deb_inside() {
 	fi
 	echo x >"$V/f"
 	assert_fails_with "Operation not supported" setfacl -m u:root:r "$V/f"
+
+	# installed again (dpkg runs postinst configure OLD-VERSION, as on an upgrade): the daemon
+	# hands the view over to the binary just installed; the view and its open file go on
+	gen=$(daemon_field "$V" .generation)
+	exec {fd}<"$V/f"
+	assert_ok dpkg -i "$DEB"
+	new=$(daemon_field "$V" .pid)
+	remember_pid "$new"
+	assert_eq $((gen + 1)) "$(daemon_field "$V" .generation)" "the reinstall handed the view to a new generation"
+	assert_ok pid_gone "$pid"
+	assert_eq "$REPLY $V fuse.strictfs" "$(mount_line "$V")" "the view is still mounted"
+	assert_eq x "$(cat <&$fd)" "a file opened before the upgrade reads after it"
+	exec {fd}<&-
+	assert_fails_with "Operation not supported" setfacl -m u:root:r "$V/f"
+	pid=$new
+
 	assert_ok /usr/sbin/strictfs umount "$V"
 	assert_ok pid_gone "$pid"
 
