@@ -464,6 +464,63 @@ with_mount_helper() {
 	((rc == 0)) || fail "$1 (in its mount namespace) exited with status $rc"
 }
 
+# in_private_ns FN: runs FN in a mount namespace of its own (the same T_DIR, and its own
+# cleanup), for a test that changes what every process of the machine would see.
+in_private_ns() {
+	unshare -m --propagation private -- env T_INNER=1 T_DIR="$T_DIR" T_NAME="$T_NAME" \
+		T_OUTER_NS="$(readlink /proc/self/ns/mnt)" bash "$T_FILE" --private-ns "$1"
+	local rc=$?
+	((rc == 0)) || fail "$1 (in its mount namespace) exited with status $rc"
+}
+
+# private_run_dir: in the namespace of in_private_ns only, an empty /run/strictfs, so that
+# what the test does to "every daemon" (strictfs upgrade --all, the package's postinst) sees
+# only the daemons it starts there.
+private_run_dir() {
+	[[ -n ${T_OUTER_NS:-} && $(readlink /proc/self/ns/mnt) != "$T_OUTER_NS" ]] ||
+		die "refusing to cover /run/strictfs outside a private mount namespace"
+	mkdir -p /run/strictfs && mount -t tmpfs -o mode=0755 sfs-run /run/strictfs ||
+		die "tmpfs over /run/strictfs"
+}
+
+# private_dev_with_log LOG: in the namespace of in_private_ns only, an empty /dev with the
+# nodes the daemon, losetup and e2fsck open, and a system log socket at /dev/log whose
+# messages go to the file LOG (as journald's or rsyslog's would; the suite's machines may
+# have none). The listener's pid in REPLY.
+private_dev_with_log() {
+	local log=$1 d max=0 n i
+	[[ -n ${T_OUTER_NS:-} && $(readlink /proc/self/ns/mnt) != "$T_OUTER_NS" ]] ||
+		die "refusing to cover /dev outside a private mount namespace"
+	for d in /sys/block/loop*; do
+		[[ -e $d ]] || continue
+		n=${d##*/loop}
+		((n > max)) && max=$n
+	done
+	mount -t tmpfs -o mode=0755 sfs-dev /dev || die "tmpfs over /dev"
+	mknod -m 666 /dev/null c 1 3 && mknod -m 666 /dev/zero c 1 5 &&
+		mknod -m 666 /dev/random c 1 8 && mknod -m 666 /dev/urandom c 1 9 &&
+		mknod -m 666 /dev/fuse c 10 229 && mknod -m 660 /dev/loop-control c 10 237 &&
+		ln -s /proc/self/fd /dev/fd && ln -s /proc/self/fd/0 /dev/stdin &&
+		ln -s /proc/self/fd/1 /dev/stdout && ln -s /proc/self/fd/2 /dev/stderr ||
+		die "device nodes in the private /dev"
+	for ((i = 0; i <= max + 16; i++)); do
+		mknod -m 660 "/dev/loop$i" b 7 "$i" || die "mknod /dev/loop$i"
+	done
+	"$PY" - "$log" <<'PYEOF' &
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind("/dev/log")
+os.chmod("/dev/log", 0o666)
+out = open(sys.argv[1], "ab", buffering=0)
+out.write(b"listening\n")
+while True:
+    out.write(s.recv(65536) + b"\n")
+PYEOF
+	REPLY=$!
+	remember_pid "$REPLY"
+	wait_until 5 test -s "$log" || die "no listener on /dev/log"
+}
+
 _install_mount_helper_in_ns() {
 	local sbin h=$T_DIR/.helperns
 	[[ -n ${T_OUTER_NS:-} && $(readlink /proc/self/ns/mnt) != "$T_OUTER_NS" ]] ||
@@ -572,6 +629,11 @@ t_main() {
 		;;
 	--run) t_run "$2" ;;
 	--helper-ns) _t_inner "$2" ;;
+	--private-ns)
+		t_begin "$2"
+		"$2"
+		exit 0
+		;;
 	*)
 		local fns=("$@") fn passed=0 failed=0
 		((${#fns[@]})) || mapfile -t fns < <(declare -F | awk '{ print $3 }' | grep '^test_')

@@ -165,6 +165,51 @@ test_failover_view_in_a_container() {
 	assert_ok wait_daemon_gone "$succ" 5
 }
 
+# Where a system log listens at /dev/log (journald's or rsyslog's socket), a successor must
+# not lose its way to it: it closes every descriptor its state does not name, the log's
+# socket among them, and glibc, still holding that number, would send the next message to
+# whatever took it (a view's /dev/fuse, an open file) and close that when the send failed.
+test_failover_with_a_system_log() {
+	in_private_ns _failover_with_a_system_log
+}
+
+_failover_with_a_system_log() {
+	local A=$T_DIR/a N=$T_DIR/n C=$T_DIR/c Q=$T_DIR/q log=$T_DIR/syslog pid key listener mp i dw held
+	private_dev_with_log "$log"
+	listener=$REPLY
+	new_source fo
+	key=$(source_key "$LOOP")
+	STRICTFS_CRASH_LIMIT=100 four_views # five kills within the minute are not a crash loop here
+	pid=$(view_pid "$A")
+	exec {held}<>"$N/held"
+	echo one >&"$held"
+	durable_writer "$Q/log" "$T_DIR/acked" 6 >"$T_DIR/dw.out" &
+	dw=$!
+	wait_until 10 test -s "$T_DIR/acked" || die "the writer did not start"
+	for ((i = 2; i <= 6; i++)); do
+		sleep 0.3
+		assert_ok kill -KILL "$pid"
+		assert_ok successor_of "$pid" "$key"
+		pid=$REPLY
+		for mp in "$A" "$N" "$C" "$Q"; do echo "$i" >"$mp/gen$i" || fail "writing in $mp after kill $i"; done
+	done
+	assert_ok wait_until 5 grep -q "generation 6 took over 4 view(s) after a crash" "$log"
+	assert_eq 5 "$(grep -c "took over 4 view(s) after a crash" "$log")" "the log has each successor's line"
+	held_writes_on "$held" "five kills"
+	writer_lost_nothing "$dw"
+	for mp in "$A" "$N" "$C" "$Q"; do
+		assert_eq "2 3 4 5 6" "$(cat "$mp"/gen? | tr '\n' ' ' | sed 's/ $//')" "$mp served after each kill"
+	done
+	end_four_views "$pid"
+
+	# a view in a container's namespace: there the daemon holds one more descriptor (the
+	# namespace's), and the numbers fall so that, without the log opened again, the send
+	# closed one the daemon needed (2 runs in 3 left a daemon that never exits)
+	test_failover_view_in_a_container
+	assert_ok grep -q "generation 2 took over 2 view(s) after a crash" "$log"
+	kill "$listener" && wait "$listener" 2>/dev/null
+}
+
 test_failover_keeper_killed_is_replaced() {
 	mkimg kk
 	IMG=$REPLY
@@ -259,6 +304,37 @@ test_failover_upgrade_keeps_views_and_files() {
 	assert_eq 2 "$(daemon_field "$succ" .generation)" "status: generation 2"
 	assert_ok "$STRICTFS" quota check "$LOOP"
 	end_four_views "$succ"
+}
+
+# strictfs upgrade --all (what the package runs): every daemon, each to its next generation;
+# in a run directory of the test's own, so that no daemon of the machine is touched.
+test_failover_upgrade_all() {
+	in_private_ns _failover_upgrade_all
+}
+
+_failover_upgrade_all() {
+	local V=$T_DIR/v W=$T_DIR/w out p q
+	private_run_dir
+	out=$("$STRICTFS" upgrade --all 2>&1)
+	assert_eq "0 no strictfs daemon runs: nothing to upgrade" "$? $out" "with no daemon: nothing to do"
+	mkimg all1
+	view "" "$REPLY" "$V"
+	mkimg all2
+	view noacl "$REPLY" "$W"
+	p=$(view_pid "$V") q=$(view_pid "$W")
+	echo v >"$V/f" && echo w >"$W/f"
+	out=$("$STRICTFS" upgrade --all 2>&1)
+	assert_eq 0 "$?" "strictfs upgrade --all: $out"
+	assert_eq 2 "$(grep -c "took over from generation 1" <<<"$out")" "one line for each daemon"
+	assert_eq "2 2" "$(daemon_field "$(view_pid "$V")" .generation) $(daemon_field "$(view_pid "$W")" .generation)" \
+		"both daemons: generation 2"
+	assert_ok pid_gone "$p"
+	assert_ok pid_gone "$q"
+	assert_eq "v w" "$(cat "$V/f") $(cat "$W/f")" "both views are served"
+	assert_fails_with "Operation not supported" setfacl -m u:root:r "$W/f"
+	assert_exit 2 "$STRICTFS" upgrade --all "$V"
+	assert_ok "$STRICTFS" umount "$V"
+	assert_ok "$STRICTFS" umount "$W"
 }
 
 test_failover_upgrade_refused_for_a_binary_that_cannot_take_over() {
