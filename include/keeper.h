@@ -23,9 +23,12 @@ struct sfs_keeper {
 };
 
 /* Starts a keeper for the calling daemon that, should the daemon end first, execs binary
- * with argv (kept by the caller for the process's life). argv[0] of the daemon's own argv
- * (title, "__daemon") reads "__keeper" in the keeper. Returns 0 or -errno. */
-int sfs_keeper_start(struct sfs_keeper *k, const char *binary, char *const argv[], char *title);
+ * with argv (kept by the caller for the process's life). A binary that is not the daemon's
+ * own file must print state_version (sfs_ho_format_version) for `__state-version`, or the
+ * keeper execs the daemon's own binary instead. argv[0] of the daemon's own argv (title,
+ * "__daemon") reads "__keeper" in the keeper. Returns 0 or -errno. */
+int sfs_keeper_start(struct sfs_keeper *k, const char *binary, const char *state_version,
+                     char *const argv[], char *title);
 
 /* Whether the keeper went (the control loop then starts another). Reaps it. */
 bool sfs_keeper_gone(struct sfs_keeper *k);

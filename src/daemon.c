@@ -1184,6 +1184,7 @@ static void record_daemon(struct sfs_daemon *d, const char *optstr)
 /* The keeper of this daemon; it execs our binary as `__daemon KEY SOURCE KIND - -1 STATE`. */
 static int start_keeper(struct sfs_daemon *d)
 {
+	char version[64];
 	int i = 0, rc;
 
 	snprintf(d->state_arg, sizeof(d->state_arg), "%d", d->ho.fd);
@@ -1196,7 +1197,8 @@ static int start_keeper(struct sfs_daemon *d)
 	d->keeper_argv[i++] = "-1";
 	d->keeper_argv[i++] = d->state_arg;
 	d->keeper_argv[i] = NULL;
-	if ((rc = sfs_keeper_start(&d->keeper, d->binary, d->keeper_argv, d->title)))
+	sfs_ho_format_version(version, sizeof(version));
+	if ((rc = sfs_keeper_start(&d->keeper, d->binary, version, d->keeper_argv, d->title)))
 		syslog(LOG_WARNING, "%s: no keeper (%s): the views end with this daemon", d->source,
 		       strerror(-rc));
 	return rc;
@@ -1326,6 +1328,16 @@ static void start_adopted_views(struct sfs_daemon *d)
 	free(rec);
 }
 
+/* Whether this process runs the file at path (its keeper ran another when that file could
+ * not take over). */
+static bool runs_file(const char *path)
+{
+	struct stat a, b;
+
+	return stat(path, &a) == 0 && stat("/proc/self/exe", &b) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
 /* A successor: the predecessor's state, checked, then everything it served, served again. */
 static int take_over(struct sfs_daemon *d, int state_fd, char *err, size_t errlen)
 {
@@ -1341,6 +1353,9 @@ static int take_over(struct sfs_daemon *d, int state_fd, char *err, size_t errle
 	}
 	crashed = r->state == SFS_HO_SERVING;
 	sfs_strlcpy(d->binary, r->binary, sizeof(d->binary));
+	if (!runs_file(d->binary))
+		syslog(LOG_WARNING, "%s: %s is gone or reads another state: the views stay with the "
+		       "binary the predecessor ran until they are unmounted", d->source, d->binary);
 	/* The log's socket is not in the state: closed with the rest, glibc would send the next
 	 * message to whatever took its number, and close that when the send fails (a view's
 	 * /dev/fuse descriptor, an open file's, the keeper's pidfd). So it is closed first and

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -27,6 +28,7 @@ static struct {
 	char daemon_stat[32];    /* "/proc/PID/stat" of the daemon */
 	char daemon_task[32];    /* "/proc/PID/task" */
 	const char *binary;
+	char state_version[64];  /* as `__state-version` prints it, with its newline */
 	char *const *argv;
 	char *title;
 	struct timespec started;
@@ -248,6 +250,66 @@ static void wait_for_daemon_death(void)
 	}
 }
 
+/* The installed binary, started with `__state-version` and its output to fd. */
+__attribute__((noinline, no_sanitize("address", "undefined")))
+static pid_t start_state_version(int fd)
+{
+	static char *const argv[] = {"strictfs", "__state-version", NULL};
+	pid_t pid = vfork();
+
+	if (pid == 0) {
+		dup2(fd, STDOUT_FILENO);
+		execve(K.binary, argv, environ);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* What the installed binary prints for `__state-version`, in out; its length, -1 if it could
+ * not be run or did not answer within 2 s. */
+__attribute__((no_sanitize("address", "undefined")))
+static ssize_t ask_state_version(char *out, size_t len)
+{
+	struct pollfd pf;
+	ssize_t n = 0, r = 0;
+	int p[2];
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	pid = start_state_version(p[1]);
+	close(p[1]);
+	pf = (struct pollfd){p[0], POLLIN, 0};
+	while (pid > 0 && (size_t)n < len - 1 && poll(&pf, 1, 2000) > 0 &&
+	       (r = read(p[0], out + n, len - 1 - (size_t)n)) > 0)
+		n += r;
+	close(p[0]);
+	out[n] = '\0';
+	if (pid < 0)
+		return -1;
+	kill(pid, SIGKILL); /* one that hangs; one that ended is a zombie until reaped */
+	waitpid(pid, NULL, 0);
+	return r < 0 ? -1 : n;
+}
+
+/* Whether the installed binary can take the views over: the daemon's own file, or another
+ * (a package installed since) that reads the state this daemon wrote. One that reads another
+ * state would refuse it and the views would end with it; the keeper then runs the daemon's
+ * own binary, which /proc/self/exe holds even when the file was replaced or removed. */
+__attribute__((no_sanitize("address", "undefined")))
+static bool installed_takes_over(void)
+{
+	struct stat inst, own;
+	char said[sizeof(K.state_version)];
+
+	if (stat(K.binary, &inst) < 0)
+		return false;
+	if (stat("/proc/self/exe", &own) < 0 ||
+	    (inst.st_dev == own.st_dev && inst.st_ino == own.st_ino))
+		return true;
+	return ask_state_version(said, sizeof(said)) > 0 && !strcmp(said, K.state_version);
+}
+
 __attribute__((no_sanitize("address", "undefined")))
 static int keeper_main(void *arg)
 {
@@ -267,13 +329,17 @@ static int keeper_main(void *arg)
 		struct timespec pause = {0, (250 - lived_ms) * 1000 * 1000};
 		nanosleep(&pause, NULL);
 	}
+	if (installed_takes_over()) {
+		keep_all_across_exec();
+		execve(K.binary, K.argv, environ);
+	}
 	keep_all_across_exec();
-	execve(K.binary, K.argv, environ);
-	execve("/proc/self/exe", K.argv, environ); /* the binary was removed: the one running */
+	execve("/proc/self/exe", K.argv, environ);
 	_exit(127);
 }
 
-int sfs_keeper_start(struct sfs_keeper *k, const char *binary, char *const argv[], char *title)
+int sfs_keeper_start(struct sfs_keeper *k, const char *binary, const char *state_version,
+                     char *const argv[], char *title)
 {
 	int pidfd = -1;
 	pid_t pid;
@@ -285,6 +351,7 @@ int sfs_keeper_start(struct sfs_keeper *k, const char *binary, char *const argv[
 		return -errno;
 	fcntl(K.daemon_pidfd, F_SETFD, FD_CLOEXEC);
 	K.binary = binary;
+	snprintf(K.state_version, sizeof(K.state_version), "%s\n", state_version);
 	K.argv = argv;
 	K.title = title;
 	clock_gettime(CLOCK_MONOTONIC, &K.started);
