@@ -39,6 +39,14 @@ daemon_field() { # PID JQ-PATH
 # The checks every test of the four views (four_views, in the calling test's A N C Q of LOOP)
 # ends with.
 
+# start_writer SECONDS: the durable_writer on Q/log for SECONDS, acknowledging to acked and
+# ending in dw.out, once it has written; its pid in REPLY.
+start_writer() {
+	durable_writer "$Q/log" "$T_DIR/acked" "$1" >"$T_DIR/dw.out" &
+	REPLY=$!
+	wait_until 10 test -s "$T_DIR/acked" || die "the writer did not start"
+}
+
 # writer_lost_nothing PID: the durable_writer PID (output dw.out, acknowledgements acked, log
 # A/log) ended without an error and every line it acknowledged is in the log.
 writer_lost_nothing() {
@@ -104,9 +112,8 @@ test_failover_sigkill_keeps_views() {
 	echo one >&"$held"
 	mkfifo "$T_DIR/go"
 	dir_reader "$A/dir" "$T_DIR/go" "$T_DIR/dr.out"
-	durable_writer "$Q/log" "$T_DIR/acked" 8 >"$T_DIR/dw.out" &
-	local dw=$!
-	wait_until 10 test -s "$T_DIR/acked" || die "the writer did not start"
+	start_writer 8
+	dw=$REPLY
 	sleep 0.5
 
 	assert_ok kill -KILL "$pid"
@@ -184,9 +191,8 @@ _failover_with_a_system_log() {
 	pid=$(view_pid "$A")
 	exec {held}<>"$N/held"
 	echo one >&"$held"
-	durable_writer "$Q/log" "$T_DIR/acked" 6 >"$T_DIR/dw.out" &
-	dw=$!
-	wait_until 10 test -s "$T_DIR/acked" || die "the writer did not start"
+	start_writer 6
+	dw=$REPLY
 	for ((i = 2; i <= 6; i++)); do
 		sleep 0.3
 		assert_ok kill -KILL "$pid"
@@ -287,9 +293,8 @@ test_failover_upgrade_keeps_views_and_files() {
 	keeper=$(keeper_of "$pid")
 	exec {held}<>"$N/held"
 	echo one >&"$held"
-	durable_writer "$Q/log" "$T_DIR/acked" 4 >"$T_DIR/dw.out" &
-	dw=$!
-	wait_until 10 test -s "$T_DIR/acked" || die "the writer did not start"
+	start_writer 4
+	dw=$REPLY
 	out=$("$STRICTFS" upgrade "$LOOP" 2>&1)
 	assert_eq 0 "$?" "strictfs upgrade: $out"
 	assert_contains "$out" "generation 2 (pid $keeper) took over from generation 1 (pid $pid) in" \
