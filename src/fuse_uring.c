@@ -50,7 +50,10 @@ _Static_assert(sizeof(struct req_header) == 288, "the kernel's fuse_uring_req_he
 
 /* Beside the kernel's header, in the entry's first page: what a successor must know of the
  * entry. busy is the id of the request the entry took and has not committed (0: none),
- * replied that its reply is whole in the buffers. */
+ * replied that its reply is whole in the buffers. The header's own commit_id says the rest:
+ * the daemon clears it before each command it submits, and the kernel writes it with each
+ * request it copies in, so a request delivered to a thread killed before it set busy is
+ * still found (see adopt_entry). */
 #define SHARED_OFFSET 1024
 struct entry_shared {
 	_Atomic uint64_t busy;
@@ -151,6 +154,8 @@ static int prep_cmd(struct entry *e, int op, uint64_t commit_id)
 		pthread_mutex_unlock(&e->sq_lock);
 		return -EBUSY;
 	}
+	/* from here on the buffers hold no request until the kernel copies one in */
+	e->hdr->ent.commit_id = 0;
 	whole = (unsigned char *)sqe;
 	memset(whole, 0, 2 * sizeof(*sqe)); /* a 128-byte SQE */
 	sqe->opcode = IORING_OP_URING_CMD;
@@ -325,6 +330,14 @@ static void *entry_main(void *arg)
 		sfs_fuse_io_end();
 		if (!(rc = prep_cmd(e, CMD_COMMIT_AND_FETCH, e->orphan)))
 			rc = submit_and_wait(e);
+		if (rc == -ENOENT) {
+			/* the kernel no longer knows the request: the predecessor's commit went
+			 * through, or the kernel ended it (a delivery it could not finish); the
+			 * entry ended with its task, and its slot is registered again */
+			atomic_store(&e->sh->busy, 0);
+			if (!(rc = prep_cmd(e, CMD_REGISTER, 0)))
+				rc = submit_and_wait(e);
+		}
 		e->orphan = 0;
 	} else if (!(rc = prep_cmd(e, CMD_REGISTER, 0))) {
 		rc = submit_and_wait(e);
@@ -390,6 +403,27 @@ static int map_area(struct sfs_fuse_uring *u, unsigned n, const struct sfs_uring
 	return 0;
 }
 
+/* What the predecessor left in an entry's buffers: busy, and the header's commit_id (h),
+ * which it cleared before each command it submitted:
+ * - busy, h == busy: its request, not yet committed (answered if replied says so);
+ * - busy, h == 0: committed or about to be; the commit is tried again (if the kernel no
+ *   longer knows the request, the slot is registered anew, see entry_main);
+ * - h other than 0 and busy: a request the kernel copied in after the last command, to a
+ *   thread killed before it marked it: unanswered, or it would wait for good;
+ * - neither: the entry was waiting; its slot is registered anew. */
+static void adopt_entry(struct entry *e)
+{
+	uint64_t busy = atomic_load(&e->sh->busy), h = e->hdr->ent.commit_id;
+
+	if (h && h != busy) {
+		e->orphan = h;
+		atomic_store(&e->sh->replied, 0);
+		atomic_store(&e->sh->busy, h);
+	} else {
+		e->orphan = busy;
+	}
+}
+
 static int entry_setup(struct sfs_fuse_uring *u, struct entry *e, uint16_t qid, unsigned i,
                        bool inherited)
 {
@@ -404,7 +438,7 @@ static int entry_setup(struct sfs_fuse_uring *u, struct entry *e, uint16_t qid, 
 	e->payload = e->region + page;
 	e->sh = (struct entry_shared *)(e->region + SHARED_OFFSET);
 	if (inherited && e->sh->qid == qid)
-		e->orphan = atomic_load(&e->sh->busy);
+		adopt_entry(e);
 	if (!e->orphan) {
 		atomic_store(&e->sh->busy, 0);
 		atomic_store(&e->sh->replied, 0);
