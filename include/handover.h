@@ -81,7 +81,9 @@ struct sfs_ho_view {
 	struct sfs_opts opts;
 };
 
-enum sfs_ho_kind { SFS_HO_FILE = 1, SFS_HO_DIR = 2 };
+/* SFS_HO_RELEASING: released, the answer not yet sent: the kernel may send the RELEASE again,
+ * so the slot is not handed out before it has had the answer. */
+enum sfs_ho_kind { SFS_HO_FILE = 1, SFS_HO_DIR = 2, SFS_HO_RELEASING = 3 };
 
 #define SFS_HO_WRITES 1u          /* open for writing */
 #define SFS_HO_PT_NOBODY 2u       /* its passthrough backing file was registered as nobody */
@@ -175,13 +177,21 @@ int sfs_ho_file_alloc(struct sfs_handover *h, void *obj);
 void sfs_ho_file_publish(struct sfs_handover *h, int slot, struct sfs_ho_file *rec);
 void sfs_ho_file_set_twin(struct sfs_handover *h, int slot, int fd);
 void sfs_ho_file_free(struct sfs_handover *h, int slot);
+/* Released: the record says so (its object is gone), the slot is not free yet; freed with
+ * sfs_ho_file_free once the kernel has the RELEASE's answer. */
+void sfs_ho_file_releasing(struct sfs_handover *h, int slot);
+/* A RELEASE of a slot that holds no object: a predecessor's release the kernel sent again
+ * frees its slot now. */
+void sfs_ho_file_release_again(struct sfs_handover *h, uint64_t slot);
 /* The object of a slot the kernel names, or NULL for one that holds none of kind. */
 void *sfs_ho_file_object(struct sfs_handover *h, uint64_t slot, enum sfs_ho_kind kind);
-/* A live record of the predecessor (after sfs_ho_adopt): true and the record, else false. */
+/* A live record of the predecessor (after sfs_ho_adopt), of an open file or directory: true
+ * and the record, else false. */
 bool sfs_ho_file_record(struct sfs_handover *h, uint32_t slot, struct sfs_ho_file *out);
 /* Takes over a predecessor's slot for obj. */
 void sfs_ho_file_adopt(struct sfs_handover *h, uint32_t slot, void *obj);
-/* After the predecessor's records were taken: the slots left free are free. */
+/* After the predecessor's records were taken: the slots left free are free, but those of
+ * releases not answered (they stay reserved until the RELEASE comes again). */
 void sfs_ho_files_settle(struct sfs_handover *h);
 
 /* Intents: a slot (or -1 when all are taken: the change is then not recorded), marked done,

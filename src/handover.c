@@ -267,6 +267,18 @@ void sfs_ho_file_free(struct sfs_handover *h, int slot)
 	pthread_mutex_unlock(&h->files_lock);
 }
 
+void sfs_ho_file_releasing(struct sfs_handover *h, int slot)
+{
+	atomic_store_explicit(&file_at(h, slot)->live, SFS_HO_RELEASING, memory_order_release);
+	__atomic_store_n(&h->objects[slot], NULL, __ATOMIC_RELEASE);
+}
+
+void sfs_ho_file_release_again(struct sfs_handover *h, uint64_t slot)
+{
+	if (slot < h->next_slot && atomic_load(&file_at(h, slot)->live) == SFS_HO_RELEASING)
+		sfs_ho_file_free(h, (int)slot);
+}
+
 void *sfs_ho_file_object(struct sfs_handover *h, uint64_t slot, enum sfs_ho_kind kind)
 {
 	if (slot >= SFS_HO_FILES || atomic_load(&file_at(h, slot)->live) != kind)
@@ -281,7 +293,7 @@ bool sfs_ho_file_record(struct sfs_handover *h, uint32_t slot, struct sfs_ho_fil
 	if (slot >= h->next_slot)
 		return false;
 	f = file_at(h, slot);
-	if (!atomic_load(&f->live))
+	if (atomic_load(&f->live) != SFS_HO_FILE && atomic_load(&f->live) != SFS_HO_DIR)
 		return false;
 	*out = *f;
 	return out->check == file_check(out);
@@ -296,7 +308,7 @@ void sfs_ho_files_settle(struct sfs_handover *h)
 {
 	h->nfree = 0;
 	for (uint32_t s = h->next_slot; s-- > 0;) {
-		if (h->objects[s])
+		if (h->objects[s] || atomic_load(&file_at(h, s)->live) == SFS_HO_RELEASING)
 			continue;
 		atomic_store(&file_at(h, s)->live, 0);
 		push_free(h, s);

@@ -153,12 +153,15 @@ int sfs_view_adopt_file(struct sfs_view *v, uint32_t slot, const struct sfs_ho_f
 	return 0;
 }
 
-/* The end of an open file: released, or its open could not be answered. */
-static void drop_file(struct sfs_view *v, struct sfs_file *f)
+/* The end of an open file: released (its slot is freed once the RELEASE is answered), or its
+ * open could not be answered. Returns the slot, or -1 for none. */
+static int end_file(struct sfs_view *v, struct sfs_file *f)
 {
+	int slot = f->slot;
+
 	if (f == &sfs_no_file)
-		return;
-	sfs_ho_file_free(v->svc->ho, f->slot);
+		return -1;
+	sfs_ho_file_releasing(v->svc->ho, slot);
 	pthread_mutex_lock(&v->files_lock);
 	sfs_list_del(&f->link);
 	pthread_mutex_unlock(&v->files_lock);
@@ -171,6 +174,16 @@ static void drop_file(struct sfs_view *v, struct sfs_file *f)
 	close(f->fd);
 	free(f);
 	atomic_fetch_sub(&v->open_files, 1);
+	return slot;
+}
+
+/* The end of an open file the kernel no longer names (or never heard of). */
+static void drop_file(struct sfs_view *v, struct sfs_file *f)
+{
+	int slot = end_file(v, f);
+
+	if (slot >= 0)
+		sfs_ho_file_free(v->svc->ho, slot);
 }
 
 void sfs_view_close_files(struct sfs_view *v)
@@ -460,6 +473,7 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t 
 void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct req q;
+	int slot;
 
 	struct sfs_file *f = file_of(req, fi);
 
@@ -468,8 +482,12 @@ void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* what a passthrough writer allocated, the ledger has not seen yet */
 	if (f->backing && f->writes)
 		sfs_quota_sync(req_ledger(&q), f->node, NULL, f->fd);
-	drop_file(q.r.view, f);
+	slot = end_file(q.r.view, f);
 	req_reply_err(&q, 0);
+	if (slot >= 0)
+		sfs_ho_file_free(q.r.view->svc->ho, slot);
+	else
+		sfs_ho_file_release_again(q.r.view->svc->ho, fi->fh);
 }
 
 void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)

@@ -22,11 +22,16 @@ static void record_dir(struct sfs_view *v, const struct sfs_dir *d, const struct
 	sfs_ho_file_publish(v->svc->ho, d->slot, &rec);
 }
 
-static void drop_dir(struct sfs_view *v, struct sfs_dir *d)
+/* The end of an open directory: its slot is freed by the caller (sfs_ho_file_free), once
+ * the kernel can no longer send its RELEASEDIR again. */
+static int end_dir(struct sfs_view *v, struct sfs_dir *d)
 {
-	sfs_ho_file_free(v->svc->ho, d->slot);
+	int slot = d->slot;
+
+	sfs_ho_file_releasing(v->svc->ho, slot);
 	closedir(d->dp);
 	free(d);
+	return slot;
 }
 
 void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -74,7 +79,7 @@ out:
 	if (rc)
 		free(d);
 	if (req_reply_open(&q, rc, fi) < 0 && !rc)
-		drop_dir(q.r.view, d);
+		sfs_ho_file_free(q.r.view->svc->ho, end_dir(q.r.view, d));
 }
 
 int sfs_view_adopt_dir(struct sfs_view *v, uint32_t slot, const struct sfs_ho_file *rec)
@@ -213,12 +218,16 @@ void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct sfs_dir *d = dir_of(req, fi);
 	struct req q;
+	int slot;
 
 	(void)ino;
 	req_start(&q, req);
-	if (d)
-		drop_dir(q.r.view, d);
+	slot = d ? end_dir(q.r.view, d) : -1;
 	req_reply_err(&q, 0);
+	if (slot >= 0)
+		sfs_ho_file_free(q.r.view->svc->ho, slot);
+	else
+		sfs_ho_file_release_again(q.r.view->svc->ho, fi->fh);
 }
 
 void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)

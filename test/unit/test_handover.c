@@ -92,6 +92,36 @@ static void test_lookups(void)
 	CHECK(sfs_ho_ref_get(&s, 4ULL << 32 | 28, 1) == 4, "the others keep theirs");
 }
 
+/* A file released as the daemon dies, the answer not sent: the kernel sends the RELEASE
+ * again, so its slot must not name another file by then. */
+static void test_release_in_flight(void)
+{
+	struct sfs_handover h, s;
+	struct sfs_ho_file rec = {.view = 1, .fd = 20, .node = 5, .dev = 1, .ino = 3}, got;
+	int a, b, c;
+	char obj;
+
+	CHECK(sfs_ho_create(&h) == 0, "create");
+	sfs_ho_write_daemon(&h);
+	atomic_init(&rec.live, SFS_HO_FILE);
+	atomic_init(&rec.twin, -1);
+	a = sfs_ho_file_alloc(&h, &obj);
+	sfs_ho_file_publish(&h, a, &rec);
+	b = sfs_ho_file_alloc(&h, &obj);
+	sfs_ho_file_publish(&h, b, &rec);
+	sfs_ho_file_releasing(&h, a);
+	CHECK(sfs_ho_file_object(&h, a, SFS_HO_FILE) == NULL, "a file being released names none");
+	CHECK(sfs_ho_file_alloc(&h, &obj) != a, "its slot is not handed out before the answer");
+	reopen(&h, &s);
+	CHECK(!sfs_ho_file_record(&s, a, &got), "a successor does not take it over");
+	sfs_ho_file_adopt(&s, b, &obj);
+	sfs_ho_files_settle(&s);
+	c = sfs_ho_file_alloc(&s, &obj);
+	CHECK(c != a && c != b, "nor hands its slot out");
+	sfs_ho_file_release_again(&s, a);
+	CHECK(sfs_ho_file_alloc(&s, &obj) == a, "until the RELEASE comes again");
+}
+
 static void test_files_and_intents(void)
 {
 	struct sfs_handover h, s, s2;
@@ -135,6 +165,7 @@ static void test_files_and_intents(void)
 	      "a successor takes its predecessor's free slots again, not new ones");
 	CHECK(sfs_ho_intent_find(&s2, 3, 5678, &found) == busy && sfs_ho_intent_begin(&s2, &in) != busy,
 	      "and keeps the record of a change in flight");
+	test_release_in_flight();
 }
 
 int main(void)
