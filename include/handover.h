@@ -180,9 +180,9 @@ void sfs_ho_file_free(struct sfs_handover *h, int slot);
 /* Released: the record says so (its object is gone), the slot is not free yet; freed with
  * sfs_ho_file_free once the kernel has the RELEASE's answer. */
 void sfs_ho_file_releasing(struct sfs_handover *h, int slot);
-/* A RELEASE of a slot that holds no object: a predecessor's release the kernel sent again
- * frees its slot now. */
-void sfs_ho_file_release_again(struct sfs_handover *h, uint64_t slot);
+/* The RELEASE of slot is answered: a slot releasing (this process's, or a predecessor's the
+ * kernel sent again) is free now. */
+void sfs_ho_file_released(struct sfs_handover *h, uint64_t slot);
 /* The object of a slot the kernel names, or NULL for one that holds none of kind. */
 void *sfs_ho_file_object(struct sfs_handover *h, uint64_t slot, enum sfs_ho_kind kind);
 /* A live record of the predecessor (after sfs_ho_adopt), of an open file or directory: true

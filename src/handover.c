@@ -273,7 +273,7 @@ void sfs_ho_file_releasing(struct sfs_handover *h, int slot)
 	__atomic_store_n(&h->objects[slot], NULL, __ATOMIC_RELEASE);
 }
 
-void sfs_ho_file_release_again(struct sfs_handover *h, uint64_t slot)
+void sfs_ho_file_released(struct sfs_handover *h, uint64_t slot)
 {
 	if (slot < h->next_slot && atomic_load(&file_at(h, slot)->live) == SFS_HO_RELEASING)
 		sfs_ho_file_free(h, (int)slot);
@@ -289,11 +289,13 @@ void *sfs_ho_file_object(struct sfs_handover *h, uint64_t slot, enum sfs_ho_kind
 bool sfs_ho_file_record(struct sfs_handover *h, uint32_t slot, struct sfs_ho_file *out)
 {
 	struct sfs_ho_file *f;
+	uint32_t live;
 
 	if (slot >= h->next_slot)
 		return false;
 	f = file_at(h, slot);
-	if (atomic_load(&f->live) != SFS_HO_FILE && atomic_load(&f->live) != SFS_HO_DIR)
+	live = atomic_load(&f->live);
+	if (live != SFS_HO_FILE && live != SFS_HO_DIR)
 		return false;
 	*out = *f;
 	return out->check == file_check(out);

@@ -153,8 +153,8 @@ int sfs_view_adopt_file(struct sfs_view *v, uint32_t slot, const struct sfs_ho_f
 	return 0;
 }
 
-/* The end of an open file: released (its slot is freed once the RELEASE is answered), or its
- * open could not be answered. Returns the slot, or -1 for none. */
+/* The end of an open file: released (its slot is freed once the RELEASE is answered,
+ * sfs_ho_file_released), or its open could not be answered. Returns the slot, or -1. */
 static int end_file(struct sfs_view *v, struct sfs_file *f)
 {
 	int slot = f->slot;
@@ -473,7 +473,6 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t 
 void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct req q;
-	int slot;
 
 	struct sfs_file *f = file_of(req, fi);
 
@@ -482,12 +481,9 @@ void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* what a passthrough writer allocated, the ledger has not seen yet */
 	if (f->backing && f->writes)
 		sfs_quota_sync(req_ledger(&q), f->node, NULL, f->fd);
-	slot = end_file(q.r.view, f);
+	end_file(q.r.view, f);
 	req_reply_err(&q, 0);
-	if (slot >= 0)
-		sfs_ho_file_free(q.r.view->svc->ho, slot);
-	else
-		sfs_ho_file_release_again(q.r.view->svc->ho, fi->fh);
+	sfs_ho_file_released(q.r.view->svc->ho, fi->fh);
 }
 
 void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)

@@ -22,8 +22,8 @@ static void record_dir(struct sfs_view *v, const struct sfs_dir *d, const struct
 	sfs_ho_file_publish(v->svc->ho, d->slot, &rec);
 }
 
-/* The end of an open directory: its slot is freed by the caller (sfs_ho_file_free), once
- * the kernel can no longer send its RELEASEDIR again. */
+/* The end of an open directory: its slot is freed once the kernel can no longer send its
+ * RELEASEDIR again (sfs_ho_file_released, or sfs_ho_file_free if it never heard of it). */
 static int end_dir(struct sfs_view *v, struct sfs_dir *d)
 {
 	int slot = d->slot;
@@ -218,16 +218,13 @@ void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct sfs_dir *d = dir_of(req, fi);
 	struct req q;
-	int slot;
 
 	(void)ino;
 	req_start(&q, req);
-	slot = d ? end_dir(q.r.view, d) : -1;
+	if (d)
+		end_dir(q.r.view, d);
 	req_reply_err(&q, 0);
-	if (slot >= 0)
-		sfs_ho_file_free(q.r.view->svc->ho, slot);
-	else
-		sfs_ho_file_release_again(q.r.view->svc->ho, fi->fh);
+	sfs_ho_file_released(q.r.view->svc->ho, fi->fh);
 }
 
 void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)

@@ -73,7 +73,7 @@ test_deb_install_mount_purge() {
 		die "a strictfs package is installed on this machine; the test would not leave it as found"
 	build_deb
 	unshare -m --propagation private -- env T_INNER=1 T_DIR="$T_DIR" T_NAME="$T_NAME" DEB="$DEB" \
-		bash "$T_FILE" --deb-ns _deb_inside
+		T_OUTER_NS="$(readlink /proc/self/ns/mnt)" bash "$T_FILE" --deb-ns _deb_inside
 	assert_eq 0 "$?" "the namespace part ran to its end"
 	# the machine is as it was
 	assert_eq "$was" "$(dpkg-query -W -f '${db:Status-Status}' strictfs 2>/dev/null)" "dpkg's database unchanged"
@@ -94,8 +94,7 @@ _deb_inside() {
 	[[ $(readlink /proc/self/ns/mnt) != "$(readlink /proc/1/ns/mnt)" ]] || die "not in a private namespace"
 	for d in /usr /etc /var; do _overlay "$d"; done
 	[[ -L /sbin ]] || _overlay /sbin
-	# the package's postinst upgrades every daemon it finds: only this test's
-	mkdir -p /run/strictfs && mount -t tmpfs -o mode=0755 sfs-deb /run/strictfs || die "tmpfs over /run/strictfs"
+	private_run_dir # the package's postinst upgrades every daemon it finds: only this test's
 	assert_ok dpkg -i "$DEB"
 	assert_eq install "$(dpkg-query -W -f '${db:Status-Want}' strictfs)" "dpkg: installed"
 	assert_ok test -x /usr/sbin/strictfs

@@ -118,7 +118,7 @@ static void test_release_in_flight(void)
 	sfs_ho_files_settle(&s);
 	c = sfs_ho_file_alloc(&s, &obj);
 	CHECK(c != a && c != b, "nor hands its slot out");
-	sfs_ho_file_release_again(&s, a);
+	sfs_ho_file_released(&s, a);
 	CHECK(sfs_ho_file_alloc(&s, &obj) == a, "until the RELEASE comes again");
 }
 
