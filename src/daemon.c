@@ -603,6 +603,8 @@ static void conn_deadline(struct sfs_daemon *d, int slot, int ms)
 /* Requests being served may take this long to finish before the handover goes on without
  * them (they are then resent to the successor, as after a crash). */
 #define HANDOVER_QUIET_MS 10000
+/* How long a view's io_uring entries may take to be handed their last requests. */
+#define HANDOVER_FILL_MS 2000
 
 /* Whether the binary the keeper will exec reads the state this daemon writes. */
 static int successor_compatible(struct sfs_daemon *d, char *err, size_t errlen)
@@ -655,6 +657,11 @@ static int hand_over(struct sfs_daemon *d, char *err, size_t errlen)
 	if (!sfs_fuse_io_quiet(HANDOVER_QUIET_MS))
 		syslog(LOG_WARNING, "%s: requests still served after %d s; the successor gets them again",
 		       d->source, HANDOVER_QUIET_MS / 1000);
+	sfs_for_each_view(&d->svc.views, v) {
+		if (!sfs_view_fill_uring(v, HANDOVER_FILL_MS))
+			syslog(LOG_WARNING, "%s: an io_uring entry of %s still waits for a request; one "
+			       "sent to it as this daemon ends fails ECANCELED", d->source, v->mountpoint);
+	}
 	sfs_quota_flush(&d->svc.quota);
 	d->ho.daemon.state = SFS_HO_HANDING_OVER;
 	sfs_ho_write_daemon(&d->ho);

@@ -2,13 +2,16 @@
 #define FUSE_USE_VERSION 314
 #include "fuse_uring.h"
 #include "fuse_io.h"
+#include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <liburing.h>
 #include <linux/fuse.h>
 #include <pthread.h>
 #include <sched.h>
+#include <spawn.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -81,12 +84,15 @@ struct entry {
 	bool replied;
 	struct entry_shared *sh;
 	uint64_t orphan;        /* a predecessor's request this entry answers first, or 0 */
-	pthread_mutex_t sq_lock; /* the ring's submissions: the entry's own, and a handover's cancel */
+	atomic_bool in_kernel;  /* its command submitted, no completion yet: waiting for a request */
+	pthread_mutex_t sq_lock; /* the ring's submissions, and the handover's gate (holding) */
 };
 
-/* user_data of the entry's command, and of a handover's cancel of it */
+/* user_data of the entry's command */
 #define CMD_TAG 1
-#define CANCEL_TAG 2
+
+/* The filler's descriptor of the view's mount namespace */
+#define FILL_NSFD 3
 
 enum go { GO_WAIT, GO_SERVE, GO_END };
 
@@ -264,6 +270,7 @@ static int submit_and_wait(struct entry *e)
 
 	/* an SQE the kernel did not take stays in the ring and goes with the next call: a queue
 	 * left without its entry would hold up every request, so short shortages are waited out */
+	atomic_store(&e->in_kernel, true);
 	while ((rc = io_uring_submit(&e->ring)) < 0 && tries++ < 100) {
 		if (rc != -EINTR && rc != -EAGAIN && rc != -EBUSY)
 			break;
@@ -271,18 +278,17 @@ static int submit_and_wait(struct entry *e)
 			usleep(10000);
 	}
 	pthread_mutex_unlock(&e->sq_lock); /* taken by prep_cmd */
-	if (rc < 0)
+	if (rc < 0) {
+		atomic_store(&e->in_kernel, false);
 		return rc;
+	}
 	/* the kernel applies a commit as it takes the command: the reply is the kernel's now */
 	atomic_store_explicit(&e->sh->busy, 0, memory_order_release);
-	for (;;) {
-		while ((rc = io_uring_wait_cqe(&e->ring, &cqe)) == -EINTR)
-			;
-		if (rc < 0)
-			return rc;
-		if (cqe->user_data == CMD_TAG)
-			break;
-		io_uring_cqe_seen(&e->ring, cqe); /* a handover's cancel, done */
+	while ((rc = io_uring_wait_cqe(&e->ring, &cqe)) == -EINTR)
+		;
+	if (rc < 0) {
+		atomic_store(&e->in_kernel, false);
+		return rc;
 	}
 	rc = cqe->res;
 	io_uring_cqe_seen(&e->ring, cqe);
@@ -291,6 +297,7 @@ static int submit_and_wait(struct entry *e)
 		atomic_store_explicit(&e->sh->replied, 0, memory_order_relaxed);
 		atomic_store_explicit(&e->sh->busy, e->hdr->ent.commit_id, memory_order_release);
 	}
+	atomic_store(&e->in_kernel, false);
 	return rc < 0 ? rc : 0;
 }
 
@@ -589,18 +596,109 @@ void sfs_fuse_uring_poke(struct sfs_fuse_uring *u, int nsfd, const char *mountpo
 void sfs_fuse_uring_hold(struct sfs_fuse_uring *u)
 {
 	for (unsigned i = 0; i < u->nentries; i++) {
-		struct entry *e = &u->ents[i];
-		struct io_uring_sqe *sqe;
-		pthread_mutex_lock(&e->sq_lock);
+		pthread_mutex_lock(&u->ents[i].sq_lock);
 		u->holding = true;
-		if (e->ring_ready && (sqe = io_uring_get_sqe(&e->ring))) {
-			/* an entry waiting for a request: cancelled, so that none is handed to it as
-			 * this process ends (a request handed to an exiting task's entry is never
-			 * delivered, doc/kernel.md §4.11) */
-			io_uring_prep_cancel64(sqe, CMD_TAG, 0);
-			sqe->user_data = CANCEL_TAG;
-			io_uring_submit(&e->ring);
-		}
-		pthread_mutex_unlock(&e->sq_lock);
+		pthread_mutex_unlock(&u->ents[i].sq_lock);
 	}
+}
+
+/* The entries whose command is still in the kernel, waiting for a request, on a CPU that
+ * can run a caller (an offline CPU's queue is never handed a request). */
+static unsigned entries_waiting(const struct sfs_fuse_uring *u, const cpu_set_t *online)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < u->nentries; i++)
+		if (CPU_ISSET(u->ents[i].qid, online) && atomic_load(&u->ents[i].in_kernel))
+			n++;
+	return n;
+}
+
+/* The program that fills the entries, run as `strictfs __uring-fill`: a process of its own,
+ * not a fork of the daemon, which would hold the daemon's descriptors and be taken for it. */
+static pid_t start_filler(const struct sfs_fuse_uring *u, int nsfd, const char *mountpoint)
+{
+	char queues[16], depth[16];
+	char *argv[] = {"strictfs", "__uring-fill", (char *)mountpoint, queues, depth, NULL};
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+	int rc;
+
+	snprintf(queues, sizeof(queues), "%u", u->queues);
+	snprintf(depth, sizeof(depth), "%u", (unsigned)SFS_URING_DEPTH);
+	if (posix_spawn_file_actions_init(&fa))
+		return -1;
+	rc = posix_spawn_file_actions_adddup2(&fa, nsfd, FILL_NSFD);
+	if (!rc)
+		rc = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	return rc ? -1 : pid;
+}
+
+bool sfs_fuse_uring_fill(struct sfs_fuse_uring *u, int nsfd, const char *mountpoint, int ms)
+{
+	cpu_set_t online;
+	int waited = 0;
+
+	if (sched_getaffinity(0, sizeof(online), &online) < 0)
+		return false;
+	if (!entries_waiting(u, &online))
+		return true;
+	if (start_filler(u, nsfd, mountpoint) < 0)
+		return false;
+	while (entries_waiting(u, &online) && waited++ < ms)
+		usleep(1000);
+	return !entries_waiting(u, &online);
+}
+
+/* One caller of the filler: a statfs from a thread on one CPU, its request handed to an entry
+ * of that CPU's queue (or queued there, for the successor). */
+struct fill_caller {
+	pthread_t thread;
+	int fd;
+	unsigned cpu;
+};
+
+static void *fill_call(void *arg)
+{
+	struct fill_caller *c = arg;
+	struct statfs sf;
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(c->cpu, &set);
+	if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0)
+		fstatfs(c->fd, &sf);
+	return NULL;
+}
+
+int sfs_fuse_uring_fill_main(int argc, char *argv[])
+{
+	unsigned long long queues, depth, n;
+	struct fill_caller *c;
+	int fd;
+
+	close_range(FILL_NSFD + 1, ~0U, 0);
+	if (argc != 5 || !sfs_parse_uint(argv[3], &queues) || !sfs_parse_uint(argv[4], &depth) ||
+	    !queues || queues > UINT16_MAX || !depth || depth > 64)
+		return 2;
+	if (setns(FILL_NSFD, CLONE_NEWNS) < 0)
+		return 1;
+	close(FILL_NSFD);
+	/* no lookup in the view: its root is where the mount is, and O_PATH checks nothing */
+	if ((fd = open(argv[2], O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return 1;
+	n = queues * depth;
+	if (!(c = calloc(n, sizeof(*c))))
+		return 1;
+	for (unsigned long long i = 0; i < n; i++) {
+		c[i] = (struct fill_caller){.fd = fd, .cpu = (unsigned)(i / depth)};
+		if (pthread_create(&c[i].thread, NULL, fill_call, &c[i]))
+			c[i].fd = -1;
+	}
+	for (unsigned long long i = 0; i < n; i++)
+		if (c[i].fd >= 0)
+			pthread_join(c[i].thread, NULL);
+	free(c);
+	return 0;
 }

@@ -148,6 +148,21 @@ static void *poke_thread(void *arg)
 	return NULL;
 }
 
+bool sfs_view_fill_uring(struct sfs_view *v, int ms)
+{
+	struct sfs_fuse_uring *u = atomic_load(&v->fuse_io.uring);
+	int nsfd;
+	bool filled;
+
+	if (!u)
+		return true;
+	if ((nsfd = open_namespace_of(v)) < 0)
+		return false;
+	filled = sfs_fuse_uring_fill(u, nsfd, v->mountpoint, ms);
+	close(nsfd);
+	return filled;
+}
+
 /* A successor's io_uring queues may hold requests that came while they had no entry; off the
  * daemon's threads, since it waits for the entries to serve (fuse_uring.h). */
 static void poke_queues(struct sfs_view *v)

@@ -6,7 +6,6 @@
 # quota ledger equals a fresh scan. status shows the generation and when it took over.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-# not-on-io_uring: test_failover_upgrade_under_load: over io_uring, 2 of 7 runs gave a caller ECANCELED (strictfs(8), FAILOVER)
 # not-on-io_uring: test_slow_failover_kills_under_load: over io_uring, a kill ends the requests in the dead daemon's entries with ECANCELED (strictfs(8), FAILOVER)
 
 # successor_of PID: waits for the daemon that took over from PID (its keeper) to answer; its
@@ -47,11 +46,19 @@ start_writer() {
 	wait_until 10 test -s "$T_DIR/acked" || die "the writer did not start"
 }
 
-# writer_lost_nothing PID: the durable_writer PID (output dw.out, acknowledgements acked, log
-# A/log) ended without an error and every line it acknowledged is in the log.
+# writer_lost_nothing PID [crashes]: the durable_writer PID (output dw.out, acknowledgements
+# acked, log A/log) ended without an error and every line it acknowledged is in the log. With
+# "crashes", through io_uring, the kernel's ECANCELED for a request handed to the killed
+# daemon's entry (strictfs(8), FAILOVER) is the one error allowed, and said.
 writer_lost_nothing() {
+	local said
 	wait "$1"
-	assert_eq END "$(cat "$T_DIR/dw.out")" "the fsyncing writer saw no error"
+	said=$(cat "$T_DIR/dw.out")
+	if [[ ${2:-} == crashes && ${SFS_TEST_TRANSPORT:-} == io_uring && $said == ECANCELED ]]; then
+		log "the fsyncing writer ended with ECANCELED: through io_uring, a crash's documented limit"
+	else
+		assert_eq END "$said" "the fsyncing writer saw no error"
+	fi
 	assert_ok acked_lines_present "$A/log" "$T_DIR/acked"
 }
 
@@ -137,7 +144,7 @@ test_failover_sigkill_keeps_views() {
 	echo >"$T_DIR/go"
 	assert_ok wait_until 10 test -s "$T_DIR/dr.out"
 	assert_eq 600 "$(cat "$T_DIR/dr.out")" "a directory stream opened before the kill lists on"
-	writer_lost_nothing "$dw"
+	writer_lost_nothing "$dw" crashes
 	assert_ok "$STRICTFS" quota check "$LOOP"
 
 	for mp in "$A" "$N" "$C" "$Q"; do assert_ok "$STRICTFS" umount "$mp"; done
@@ -203,7 +210,7 @@ _failover_with_a_system_log() {
 	assert_ok wait_until 5 grep -q "generation 6 took over 4 view(s) after a crash" "$log"
 	assert_eq 5 "$(grep -c "took over 4 view(s) after a crash" "$log")" "the log has each successor's line"
 	held_writes_on "$held" "five kills"
-	writer_lost_nothing "$dw"
+	writer_lost_nothing "$dw" crashes
 	for mp in "$A" "$N" "$C" "$Q"; do
 		assert_eq "2 3 4 5 6" "$(cat "$mp"/gen? | tr '\n' ' ' | sed 's/ $//')" "$mp served after each kill"
 	done
