@@ -68,8 +68,8 @@ int sfs_fuse_uring_fill_main(int argc, char *argv[]);
 
 /* Requests that reached a queue while it had no entry wait for the next request on that
  * queue (the kernel hands them out only when an entry commits or a request arrives): after a
- * takeover, a request from each CPU at mountpoint, in the mount namespace nsfd, wakes them,
- * once every entry serves. It blocks its thread while it waits. */
+ * takeover, a statfs from each CPU at mountpoint, in the mount namespace nsfd, wakes them, once
+ * every entry is in its queue (see sfs_fuse_uring_fill). It blocks its thread while it waits. */
 void sfs_fuse_uring_poke(struct sfs_fuse_uring *u, int nsfd, const char *mountpoint);
 
 /* The INIT reply asking for io_uring has been accepted: the entries register and serve. */

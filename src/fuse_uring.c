@@ -108,7 +108,7 @@ struct sfs_fuse_uring {
 	pthread_mutex_t lock;
 	pthread_cond_t changed;
 	enum go go;
-	unsigned registered;    /* entries serving, under lock */
+	unsigned registered;    /* entries in their queue (first command taken), under lock */
 	bool holding;           /* a handover: no command is submitted any more (under sq_locks) */
 	const atomic_bool *failed; /* answer every request EIO (fuse_io.h) */
 	atomic_int error;       /* the first refused registration's errno */
@@ -261,11 +261,11 @@ static enum go wait_for_go(struct sfs_fuse_uring *u)
 	return g;
 }
 
-/* The result of the command just submitted: 0 when it delivered a request, -errno when the
- * kernel refused it or the connection ended. */
-static int submit_and_wait(struct entry *e)
+/* Hands the kernel the command prep_cmd made: 0 once it took it, or -errno. The kernel acts
+ * on it at once (a registration, a commit) and posts a completion when it refuses it or hands
+ * the entry a request. */
+static int submit_cmd(struct entry *e)
 {
-	struct io_uring_cqe *cqe;
 	int rc, tries = 0;
 
 	/* an SQE the kernel did not take stays in the ring and goes with the next call: a queue
@@ -284,6 +284,25 @@ static int submit_and_wait(struct entry *e)
 	}
 	/* the kernel applies a commit as it takes the command: the reply is the kernel's now */
 	atomic_store_explicit(&e->sh->busy, 0, memory_order_release);
+	return 0;
+}
+
+/* The errno of a command the kernel refused as it took it (its completion already posted),
+ * or 0. */
+static int refused_at_once(struct entry *e)
+{
+	struct io_uring_cqe *cqe;
+
+	return io_uring_peek_cqe(&e->ring, &cqe) == 0 && cqe->res < 0 ? cqe->res : 0;
+}
+
+/* The result of the command submitted: 0 when it delivered a request, -errno when the kernel
+ * refused it or the connection ended. */
+static int wait_cmd(struct entry *e)
+{
+	struct io_uring_cqe *cqe;
+	int rc;
+
 	while ((rc = io_uring_wait_cqe(&e->ring, &cqe)) == -EINTR)
 		;
 	if (rc < 0) {
@@ -299,6 +318,13 @@ static int submit_and_wait(struct entry *e)
 	}
 	atomic_store(&e->in_kernel, false);
 	return rc < 0 ? rc : 0;
+}
+
+static int submit_and_wait(struct entry *e)
+{
+	int rc = submit_cmd(e);
+
+	return rc ? rc : wait_cmd(e);
 }
 
 static bool connection_ended(int err)
@@ -319,6 +345,34 @@ static void run_on_queue_cpu(const struct entry *e)
 	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 
+/* An entry's first command, submitted: the commit of the predecessor's request it holds, or a
+ * registration. 0 once the kernel took it, or -errno. */
+static int first_command(struct entry *e)
+{
+	uint64_t id = e->orphan;
+	int rc;
+
+	if (!id)
+		return (rc = prep_cmd(e, CMD_REGISTER, 0)) ? rc : submit_cmd(e);
+	/* the predecessor's request: answered unless it was, then committed through the
+	 * predecessor's entry, which goes on serving with this thread */
+	sfs_fuse_io_begin();
+	if (!atomic_load(&e->sh->replied))
+		serve_request(e);
+	sfs_fuse_io_end();
+	e->orphan = 0;
+	if ((rc = prep_cmd(e, CMD_COMMIT_AND_FETCH, id)) || (rc = submit_cmd(e)))
+		return rc;
+	if (refused_at_once(e) != -ENOENT)
+		return 0;
+	/* the kernel no longer knows the request: the predecessor's commit went through, or
+	 * the kernel ended it (a delivery it could not finish); the entry ended with its task,
+	 * and its slot is registered again */
+	wait_cmd(e);
+	atomic_store(&e->sh->busy, 0);
+	return (rc = prep_cmd(e, CMD_REGISTER, 0)) ? rc : submit_cmd(e);
+}
+
 /* One entry: register, then serve and commit-and-fetch until the connection ends. */
 static void *entry_main(void *arg)
 {
@@ -328,27 +382,16 @@ static void *entry_main(void *arg)
 	if (wait_for_go(e->u) != GO_SERVE)
 		return NULL;
 	run_on_queue_cpu(e);
-	if (e->orphan) {
-		/* the predecessor's request: answered unless it was, then committed through the
-		 * predecessor's entry, which goes on serving with this thread */
-		sfs_fuse_io_begin();
-		if (!atomic_load(&e->sh->replied))
-			serve_request(e);
-		sfs_fuse_io_end();
-		if (!(rc = prep_cmd(e, CMD_COMMIT_AND_FETCH, e->orphan)))
-			rc = submit_and_wait(e);
-		if (rc == -ENOENT) {
-			/* the kernel no longer knows the request: the predecessor's commit went
-			 * through, or the kernel ended it (a delivery it could not finish); the
-			 * entry ended with its task, and its slot is registered again */
-			atomic_store(&e->sh->busy, 0);
-			if (!(rc = prep_cmd(e, CMD_REGISTER, 0)))
-				rc = submit_and_wait(e);
-		}
-		e->orphan = 0;
-	} else if (!(rc = prep_cmd(e, CMD_REGISTER, 0))) {
-		rc = submit_and_wait(e);
+	if (!(rc = first_command(e)) && !(rc = refused_at_once(e))) {
+		/* in the kernel's queue: a request that waits there is handed out from now on
+		 * (sfs_fuse_uring_poke waits for this) */
+		pthread_mutex_lock(&e->u->lock);
+		e->u->registered++;
+		pthread_cond_broadcast(&e->u->changed);
+		pthread_mutex_unlock(&e->u->lock);
 	}
+	if (!rc)
+		rc = wait_cmd(e);
 	if (rc < 0) {
 		/* the kernel has gone back to /dev/fuse for this connection (it does on any refused
 		 * registration), so nothing waits on this entry */
@@ -358,10 +401,6 @@ static void *entry_main(void *arg)
 			       strerror(-rc));
 		return NULL;
 	}
-	pthread_mutex_lock(&e->u->lock);
-	e->u->registered++;
-	pthread_cond_broadcast(&e->u->changed);
-	pthread_mutex_unlock(&e->u->lock);
 	for (;;) {
 		sfs_fuse_io_begin();
 		serve_request(e);
@@ -414,7 +453,7 @@ static int map_area(struct sfs_fuse_uring *u, unsigned n, const struct sfs_uring
  * which it cleared before each command it submitted:
  * - busy, h == busy: its request, not yet committed (answered if replied says so);
  * - busy, h == 0: committed or about to be; the commit is tried again (if the kernel no
- *   longer knows the request, the slot is registered anew, see entry_main);
+ *   longer knows the request, the slot is registered anew, see first_command);
  * - h other than 0 and busy: a request the kernel copied in after the last command, to a
  *   thread killed before it marked it: unanswered, or it would wait for good;
  * - neither: the entry was waiting; its slot is registered anew. */
@@ -551,7 +590,7 @@ void sfs_fuse_uring_area(const struct sfs_fuse_uring *u, struct sfs_uring_area *
 	out->entries = u->nentries;
 }
 
-/* Whether every entry serves, within ms. */
+/* Whether every entry is in its queue (registered, or its first commit taken), within ms. */
 static bool all_registered(struct sfs_fuse_uring *u, int ms)
 {
 	struct timespec until;
@@ -566,31 +605,6 @@ static bool all_registered(struct sfs_fuse_uring *u, int ms)
 	all = u->registered == u->nentries;
 	pthread_mutex_unlock(&u->lock);
 	return all;
-}
-
-void sfs_fuse_uring_poke(struct sfs_fuse_uring *u, int nsfd, const char *mountpoint)
-{
-	pid_t pid;
-
-	if (!all_registered(u, 5000))
-		return;
-	pid = fork();
-
-	if (pid == 0) {
-		struct statfs sf;
-		if (nsfd >= 0 && setns(nsfd, CLONE_NEWNS) < 0)
-			_exit(1);
-		for (unsigned cpu = 0; cpu < u->queues; cpu++) {
-			cpu_set_t set;
-			CPU_ZERO(&set);
-			CPU_SET(cpu, &set);
-			if (sched_setaffinity(0, sizeof(set), &set) == 0)
-				statfs(mountpoint, &sf);
-		}
-		_exit(0);
-	}
-	if (pid > 0)
-		waitpid(pid, NULL, 0);
 }
 
 void sfs_fuse_uring_hold(struct sfs_fuse_uring *u)
@@ -614,9 +628,11 @@ static unsigned entries_waiting(const struct sfs_fuse_uring *u, const cpu_set_t 
 	return n;
 }
 
-/* The program that fills the entries, run as `strictfs __uring-fill`: a process of its own,
- * not a fork of the daemon, which would hold the daemon's descriptors and be taken for it. */
-static pid_t start_filler(const struct sfs_fuse_uring *u, int nsfd, const char *mountpoint)
+/* `strictfs __uring-fill`, which asks for per_cpu statfs of mountpoint from each CPU at once:
+ * a process of its own, not a fork of the daemon, which would hold the daemon's descriptors
+ * and be taken for it. */
+static pid_t start_filler(const struct sfs_fuse_uring *u, int nsfd, const char *mountpoint,
+                          unsigned per_cpu)
 {
 	char queues[16], depth[16];
 	char *argv[] = {"strictfs", "__uring-fill", (char *)mountpoint, queues, depth, NULL};
@@ -625,7 +641,7 @@ static pid_t start_filler(const struct sfs_fuse_uring *u, int nsfd, const char *
 	int rc;
 
 	snprintf(queues, sizeof(queues), "%u", u->queues);
-	snprintf(depth, sizeof(depth), "%u", (unsigned)SFS_URING_DEPTH);
+	snprintf(depth, sizeof(depth), "%u", per_cpu);
 	if (posix_spawn_file_actions_init(&fa))
 		return -1;
 	rc = posix_spawn_file_actions_adddup2(&fa, nsfd, FILL_NSFD);
@@ -633,6 +649,14 @@ static pid_t start_filler(const struct sfs_fuse_uring *u, int nsfd, const char *
 		rc = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	return rc ? -1 : pid;
+}
+
+void sfs_fuse_uring_poke(struct sfs_fuse_uring *u, int nsfd, const char *mountpoint)
+{
+	pid_t pid;
+
+	if (all_registered(u, 5000) && (pid = start_filler(u, nsfd, mountpoint, 1)) > 0)
+		waitpid(pid, NULL, 0);
 }
 
 bool sfs_fuse_uring_fill(struct sfs_fuse_uring *u, int nsfd, const char *mountpoint, int ms)
@@ -644,7 +668,7 @@ bool sfs_fuse_uring_fill(struct sfs_fuse_uring *u, int nsfd, const char *mountpo
 		return false;
 	if (!entries_waiting(u, &online))
 		return true;
-	if (start_filler(u, nsfd, mountpoint) < 0)
+	if (start_filler(u, nsfd, mountpoint, SFS_URING_DEPTH) < 0)
 		return false;
 	while (entries_waiting(u, &online) && waited++ < ms)
 		usleep(1000);

@@ -36,9 +36,9 @@ static struct {
 
 static char keeper_stack[KEEPER_STACK] __attribute__((aligned(64)));
 
-/* Every descriptor of the table survives the exec: the successor sorts out which it needs
- * (handover.h), and closes the rest. */
-static void keep_all_across_exec(void)
+/* Calls fn with each descriptor of the table. */
+__attribute__((no_sanitize("address", "undefined")))
+static void for_each_fd(void (*fn)(int fd))
 {
 	char buf[4096];
 	int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -56,11 +56,59 @@ static void keep_all_across_exec(void)
 			for (; *name >= '0' && *name <= '9'; name++)
 				fd = fd * 10 + (*name - '0');
 			if (!*name && name != buf + off + 19 && fd != dir)
-				fcntl(fd, F_SETFD, 0);
+				fn(fd);
 			off += reclen;
 		}
 	}
 	close(dir);
+}
+
+/* Whether descriptor fd is the file /proc/self/fd names target (len bytes). */
+__attribute__((no_sanitize("address", "undefined")))
+static bool fd_is(unsigned long fd, const char *target, size_t len)
+{
+	char path[32] = "/proc/self/fd/", got[32];
+	int i = 14, n = 0;
+
+	for (unsigned long f = fd; f; f /= 10)
+		n++;
+	n = n ? n : 1;
+	for (int j = n - 1; j >= 0; j--, fd /= 10)
+		path[i + j] = (char)('0' + fd % 10);
+	path[i + n] = '\0';
+	return readlink(path, got, sizeof(got)) == (ssize_t)len && memcmp(got, target, len) == 0;
+}
+
+__attribute__((no_sanitize("address", "undefined")))
+static void keep_across_exec(int fd)
+{
+	fcntl(fd, F_SETFD, 0);
+}
+
+/* Every descriptor of the table survives the exec: the successor sorts out which it needs
+ * (handover.h), and closes the rest. */
+__attribute__((no_sanitize("address", "undefined")))
+static void keep_all_across_exec(void)
+{
+	for_each_fd(keep_across_exec);
+}
+
+__attribute__((no_sanitize("address", "undefined")))
+static void close_if_ring(int fd)
+{
+	if (fd_is((unsigned long)fd, "anon_inode:[io_uring]", 21))
+		close(fd);
+}
+
+/* The dead daemon's io_uring entries that were waiting for a request stay in their queues
+ * as long as their rings are open, and the descriptor table the keeper shares keeps them
+ * open: each takes the next request of its CPU and the kernel ends it ECANCELED, the dead
+ * task being unable to take it (doc/kernel.md §4.11). Closing the rings ends them (the ring's
+ * release cancels its waiting commands); requests then wait in the queues for the successor. */
+__attribute__((no_sanitize("address", "undefined")))
+static void end_dead_entries(void)
+{
+	for_each_fd(close_if_ring);
 }
 
 static void last_for_oom_killer(void)
@@ -157,16 +205,7 @@ static unsigned long field_number(const char **p, int base)
 __attribute__((no_sanitize("address", "undefined")))
 static bool is_fuse_device(unsigned long fd)
 {
-	char path[32] = "/proc/self/fd/", target[16];
-	int i = 14, n = 0;
-
-	for (unsigned long f = fd; f; f /= 10)
-		n++;
-	n = n ? n : 1;
-	for (int j = n - 1; j >= 0; j--, fd /= 10)
-		path[i + j] = (char)('0' + fd % 10);
-	path[i + n] = '\0';
-	return readlink(path, target, sizeof(target)) == 9 && memcmp(target, "/dev/fuse", 9) == 0;
+	return fd_is(fd, "/dev/fuse", 9);
 }
 
 /* Whether a thread of the dying daemon is done with the backing: gone, or blocked writing to
@@ -241,10 +280,14 @@ static void wait_for_daemon_death(void)
 
 	for (;;) {
 		int r = poll(&pf, 1, settling >= 0 ? 1 : 100);
-		if (r > 0 && (pf.revents & (POLLIN | POLLHUP)))
+		if (r > 0 && (pf.revents & (POLLIN | POLLHUP))) {
+			end_dead_entries();
 			return;
+		}
 		if (r != 0 || (settling < 0 && !daemon_dying()))
 			continue;
+		if (settling < 0)
+			end_dead_entries();
 		if (threads_done() || ++settling >= SETTLE_MS)
 			return;
 	}

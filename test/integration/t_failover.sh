@@ -6,7 +6,7 @@
 # quota ledger equals a fresh scan. status shows the generation and when it took over.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-# not-on-io_uring: test_slow_failover_kills_under_load: over io_uring, a kill ends the requests in the dead daemon's entries with ECANCELED (strictfs(8), FAILOVER)
+# not-on-io_uring: test_slow_failover_kills_under_load: over io_uring, a request handed to the dying daemon's entries is ended ECANCELED by the kernel, under load within the first few kills (strictfs(8), FAILOVER)
 
 # successor_of PID: waits for the daemon that took over from PID (its keeper) to answer; its
 # pid in REPLY.
@@ -222,6 +222,72 @@ _failover_with_a_system_log() {
 	test_failover_view_in_a_container
 	assert_ok grep -q "generation 2 took over 2 view(s) after a crash" "$log"
 	kill "$listener" && wait "$listener" 2>/dev/null
+}
+
+# Requests made while no daemon serves (the predecessor dead, the successor not started) wait
+# for the successor. Through io_uring, the dead daemon's idle entries stayed in their queues as
+# long as the descriptor table the keeper shares held their rings open, and each took a request
+# that the kernel ended ECANCELED (12 such requests in 12 before the keeper closed the rings);
+# those that then wait in a queue are handed out once the successor sends a request from each
+# CPU. The requests go out from processes ready on each CPU, 2 ms after the daemon is gone.
+test_failover_requests_made_while_no_daemon_serves_are_answered() {
+	mkimg gap
+	IMG=$REPLY
+	local V=$T_DIR/v pid key cpu n
+	key=$(source_key "$IMG")
+	view "" "$IMG" "$V"
+	echo x >"$V/f"
+	pid=$(view_pid "$V")
+	sleep 0.3 # the keeper starts a successor at once only for a daemon older than 250 ms
+	n=$(nproc)
+	assert_ok "$PY" - "$pid" "$V" "$T_DIR/gap" <<'PYEOF'
+import os, sys, time
+pid, mp, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+callers = []
+for cpu in range(os.cpu_count()):
+    for what in ("statfs", "read"):
+        r, w = os.pipe()
+        k = os.fork()
+        if k == 0:
+            os.close(w)
+            os.sched_setaffinity(0, {cpu})
+            os.read(r, 1)
+            try:
+                if what == "statfs":
+                    os.statvfs(mp)
+                    res = "answered"
+                else:
+                    with open(mp + "/f") as f:
+                        res = "read " + f.read().strip()
+            except OSError as e:
+                res = os.strerror(e.errno)
+            with open("%s.%d.%s" % (out, cpu, what), "w") as f:
+                f.write(res + "\n")
+            os._exit(0)
+        os.close(r)
+        callers.append((k, w))
+os.kill(pid, 9)
+while True:
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            if f.read().rsplit(") ", 1)[1][0] == "Z":
+                break
+    except FileNotFoundError:
+        break
+time.sleep(0.002)
+for k, w in callers:
+    os.write(w, b"x")
+for k, w in callers:
+    os.waitpid(k, 0)
+PYEOF
+	assert_ok successor_of "$pid" "$key"
+	pid=$REPLY
+	for ((cpu = 0; cpu < n; cpu++)); do
+		assert_eq answered "$(cat "$T_DIR/gap.$cpu.statfs")" "a statfs from CPU $cpu made in the gap"
+		assert_eq "read x" "$(cat "$T_DIR/gap.$cpu.read")" "a read from CPU $cpu made in the gap"
+	done
+	assert_ok "$STRICTFS" umount "$V"
+	assert_ok wait_daemon_gone "$pid" 5
 }
 
 test_failover_keeper_killed_is_replaced() {
