@@ -305,18 +305,16 @@ static int wait_cmd(struct entry *e)
 
 	while ((rc = io_uring_wait_cqe(&e->ring, &cqe)) == -EINTR)
 		;
-	if (rc < 0) {
-		atomic_store(&e->in_kernel, false);
-		return rc;
+	if (rc == 0) {
+		rc = cqe->res;
+		io_uring_cqe_seen(&e->ring, cqe);
 	}
-	rc = cqe->res;
-	io_uring_cqe_seen(&e->ring, cqe);
 	if (rc >= 0) {
 		/* a request: the successor's to answer should this process end before it commits */
 		atomic_store_explicit(&e->sh->replied, 0, memory_order_relaxed);
 		atomic_store_explicit(&e->sh->busy, e->hdr->ent.commit_id, memory_order_release);
 	}
-	atomic_store(&e->in_kernel, false);
+	atomic_store(&e->in_kernel, false); /* after busy: a handover reads them in that order */
 	return rc < 0 ? rc : 0;
 }
 
@@ -369,7 +367,6 @@ static int first_command(struct entry *e)
 	 * the kernel ended it (a delivery it could not finish); the entry ended with its task,
 	 * and its slot is registered again */
 	wait_cmd(e);
-	atomic_store(&e->sh->busy, 0);
 	return (rc = prep_cmd(e, CMD_REGISTER, 0)) ? rc : submit_cmd(e);
 }
 
@@ -679,6 +676,7 @@ bool sfs_fuse_uring_fill(struct sfs_fuse_uring *u, int nsfd, const char *mountpo
  * of that CPU's queue (or queued there, for the successor). */
 struct fill_caller {
 	pthread_t thread;
+	bool started;
 	int fd;
 	unsigned cpu;
 };
@@ -717,11 +715,10 @@ int sfs_fuse_uring_fill_main(int argc, char *argv[])
 		return 1;
 	for (unsigned long long i = 0; i < n; i++) {
 		c[i] = (struct fill_caller){.fd = fd, .cpu = (unsigned)(i / depth)};
-		if (pthread_create(&c[i].thread, NULL, fill_call, &c[i]))
-			c[i].fd = -1;
+		c[i].started = pthread_create(&c[i].thread, NULL, fill_call, &c[i]) == 0;
 	}
 	for (unsigned long long i = 0; i < n; i++)
-		if (c[i].fd >= 0)
+		if (c[i].started)
 			pthread_join(c[i].thread, NULL);
 	free(c);
 	return 0;
