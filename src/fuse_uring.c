@@ -9,6 +9,7 @@
 #include <fuse_lowlevel.h>
 #include <liburing.h>
 #include <linux/fuse.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <spawn.h>
@@ -88,8 +89,9 @@ struct entry {
 	pthread_mutex_t sq_lock; /* the ring's submissions, and the handover's gate (holding) */
 };
 
-/* user_data of the entry's command */
+/* user_data of the entry's command, and of its tripwire (arm_tripwire) */
 #define CMD_TAG 1
+#define TRIPWIRE_TAG 2
 
 /* The filler's descriptor of the view's mount namespace */
 #define FILL_NSFD 3
@@ -101,6 +103,7 @@ struct sfs_fuse_uring {
 	int fd;
 	size_t payload;
 	int area_fd;            /* the memfd of every entry's buffers */
+	int tripwire;           /* a ring nothing completes on, which each entry polls */
 	char *area;
 	size_t area_size, region;
 	unsigned nentries;
@@ -293,7 +296,8 @@ static int refused_at_once(struct entry *e)
 {
 	struct io_uring_cqe *cqe;
 
-	return io_uring_peek_cqe(&e->ring, &cqe) == 0 && cqe->res < 0 ? cqe->res : 0;
+	return io_uring_peek_cqe(&e->ring, &cqe) == 0 && cqe->user_data == CMD_TAG && cqe->res < 0
+	       ? cqe->res : 0;
 }
 
 /* The result of the command submitted: 0 when it delivered a request, -errno when the kernel
@@ -303,8 +307,13 @@ static int wait_cmd(struct entry *e)
 	struct io_uring_cqe *cqe;
 	int rc;
 
-	while ((rc = io_uring_wait_cqe(&e->ring, &cqe)) == -EINTR)
-		;
+	for (;;) {
+		while ((rc = io_uring_wait_cqe(&e->ring, &cqe)) == -EINTR)
+			;
+		if (rc || cqe->user_data == CMD_TAG)
+			break;
+		io_uring_cqe_seen(&e->ring, cqe); /* the tripwire's, should its ring end */
+	}
 	if (rc == 0) {
 		rc = cqe->res;
 		io_uring_cqe_seen(&e->ring, cqe);
@@ -370,6 +379,36 @@ static int first_command(struct entry *e)
 	return (rc = prep_cmd(e, CMD_REGISTER, 0)) ? rc : submit_cmd(e);
 }
 
+/* A poll of another ring's descriptor, which nothing completes, keeps in flight a request
+ * that io_uring tracks (its file is a ring); a thread that exits with a tracked request in
+ * flight cancels every request it submitted, the entry's waiting command included, before it
+ * is marked exiting. So a killed thread's entry leaves its queue as the thread dies. Untracked,
+ * the command waits as long as its ring is open, and the descriptor table the keeper shares
+ * keeps the ring open past the daemon's death: the entry takes the next request of its CPU,
+ * which the kernel then ends ECANCELED (doc/kernel.md §4.11). */
+static void arm_tripwire(struct entry *e)
+{
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+	int rc = -EBUSY;
+
+	pthread_mutex_lock(&e->sq_lock);
+	if ((sqe = io_uring_get_sqe(&e->ring))) {
+		io_uring_prep_poll_add(sqe, e->u->tripwire, POLLIN);
+		sqe->user_data = TRIPWIRE_TAG;
+		rc = io_uring_submit(&e->ring);
+	}
+	pthread_mutex_unlock(&e->sq_lock);
+	/* a poll refused is completed at once; one in flight has no completion */
+	if (rc == 1 && io_uring_peek_cqe(&e->ring, &cqe) == 0) {
+		rc = cqe->res < 0 ? cqe->res : -EALREADY;
+		io_uring_cqe_seen(&e->ring, cqe);
+	}
+	if (rc < 0)
+		syslog(LOG_WARNING, "io_uring queue %u: no tripwire (%s): a crash can give callers "
+		       "ECANCELED", e->qid, strerror(-rc));
+}
+
 /* One entry: register, then serve and commit-and-fetch until the connection ends. */
 static void *entry_main(void *arg)
 {
@@ -378,6 +417,7 @@ static void *entry_main(void *arg)
 
 	if (wait_for_go(e->u) != GO_SERVE)
 		return NULL;
+	arm_tripwire(e);
 	run_on_queue_cpu(e);
 	if (!(rc = first_command(e)) && !(rc = refused_at_once(e))) {
 		/* in the kernel's queue: a request that waits there is handed out from now on
@@ -531,6 +571,11 @@ struct sfs_fuse_uring *sfs_fuse_uring_prepare(struct fuse_session *se, int fuse_
 	pthread_cond_init(&u->changed, NULL);
 	u->go = GO_WAIT;
 	u->area_fd = -1;
+	if ((u->tripwire = io_uring_setup(1, &(struct io_uring_params){0})) < 0) {
+		errno = -u->tripwire;
+		free(u);
+		return NULL;
+	}
 	if ((rc = inherited = map_area(u, queues * SFS_URING_DEPTH, from)) > 0)
 		rc = 0;
 	for (unsigned i = 0; i < queues * SFS_URING_DEPTH && !rc; i++, u->nentries++)
@@ -564,6 +609,7 @@ void sfs_fuse_uring_destroy(struct sfs_fuse_uring *u)
 		munmap(u->area, u->area_size);
 	if (u->area_fd >= 0)
 		close(u->area_fd);
+	close(u->tripwire);
 	pthread_cond_destroy(&u->changed);
 	pthread_mutex_destroy(&u->lock);
 	free(u);

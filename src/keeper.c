@@ -93,24 +93,6 @@ static void keep_all_across_exec(void)
 	for_each_fd(keep_across_exec);
 }
 
-__attribute__((no_sanitize("address", "undefined")))
-static void close_if_ring(int fd)
-{
-	if (fd_is((unsigned long)fd, "anon_inode:[io_uring]", 21))
-		close(fd);
-}
-
-/* The dead daemon's io_uring entries that were waiting for a request stay in their queues
- * as long as their rings are open, and the descriptor table the keeper shares keeps them
- * open: each takes the next request of its CPU and the kernel ends it ECANCELED, the dead
- * task being unable to take it (doc/kernel.md §4.11). Closing the rings ends them (the ring's
- * release cancels its waiting commands); requests then wait in the queues for the successor. */
-__attribute__((no_sanitize("address", "undefined")))
-static void end_dead_entries(void)
-{
-	for_each_fd(close_if_ring);
-}
-
 static void last_for_oom_killer(void)
 {
 	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
@@ -280,14 +262,10 @@ static void wait_for_daemon_death(void)
 
 	for (;;) {
 		int r = poll(&pf, 1, settling >= 0 ? 1 : 100);
-		if (r > 0 && (pf.revents & (POLLIN | POLLHUP))) {
-			end_dead_entries();
+		if (r > 0 && (pf.revents & (POLLIN | POLLHUP)))
 			return;
-		}
 		if (r != 0 || (settling < 0 && !daemon_dying()))
 			continue;
-		if (settling < 0)
-			end_dead_entries();
 		if (threads_done() || ++settling >= SETTLE_MS)
 			return;
 	}
