@@ -6,7 +6,7 @@
 # quota ledger equals a fresh scan. status shows the generation and when it took over.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-# not-on-io_uring: test_slow_failover_kills_under_load: over io_uring, in 1 run of 4 (a CI run, 2026-12-05) 11 requests were left unanswered after the 100 kills while every entry of the successor waited idle, so fio and stress-ng never ended (doc/kernel.md §4.11); not yet explained
+# not-on-io_uring: test_slow_failover_kills_under_load: over io_uring, 2 runs of 7 on 2026-12-05 failed: one left 11 requests unanswered after the kills (fio and stress-ng never ended), one had a link answer EXDEV (doc/kernel.md §4.11); neither yet explained
 
 # successor_of PID: waits for the daemon that took over from PID (its keeper) to answer; its
 # pid in REPLY.
