@@ -67,10 +67,9 @@ void sfs_view_close_files(struct sfs_view *v);
 struct sfs_node *sfs_node_of(const struct sfs_view *v, fuse_ino_t ino);
 fuse_ino_t sfs_ino_of(const struct sfs_view *v, const struct sfs_node *n);
 
-/* A successor's: the node of a predecessor's open file (fd, with stat st), which must be id;
- * it gets the lookups counted for it. NULL if it is not. */
-struct sfs_node *sfs_view_adopt_node(struct sfs_view *v, int fd, const struct stat *st,
-                                     uint64_t id);
+/* A successor's: the node of a predecessor's open file (with stat st), which must be id; it
+ * gets the lookups counted for it. NULL if it is not. */
+struct sfs_node *sfs_view_adopt_node(struct sfs_view *v, const struct stat *st, uint64_t id);
 
 /* A successor takes over a predecessor's open file or directory record (handover.h) at the
  * same slot, so the kernel's fh goes on naming it. Returns 0 or -errno (the record is then

@@ -69,19 +69,14 @@ static struct sfs_node *adopt(const struct sfs_view *v, uint64_t id)
 	return n->id == id ? n : NULL;
 }
 
-struct sfs_node *sfs_view_adopt_node(struct sfs_view *v, int fd, const struct stat *st,
-                                     uint64_t id)
+struct sfs_node *sfs_view_adopt_node(struct sfs_view *v, const struct stat *st, uint64_t id)
 {
-	struct sfs_node *n;
-	char path[40];
-	int pfd;
+	/* Found again by its id, not through the file's descriptor: that one is on the view's
+	 * clone of the backing, and a node's own must be on the backing's mount like every
+	 * other node's, or a link or rename between it and another node is EXDEV. */
+	struct sfs_node *n = adopt(v, id);
 
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	if ((pfd = open(path, O_PATH | O_CLOEXEC)) < 0)
-		return NULL;
-	if (sfs_itab_get(&v->svc->itab, &v->svc->fdc, pfd, st, SFS_ADOPT, &n))
-		return NULL;
-	return n->id == id ? n : NULL;
+	return n && n->dev == st->st_dev && n->ino == st->st_ino ? n : NULL;
 }
 
 struct sfs_node *sfs_node_of(const struct sfs_view *v, fuse_ino_t ino)

@@ -128,7 +128,7 @@ int sfs_view_adopt_file(struct sfs_view *v, uint32_t slot, const struct sfs_ho_f
 
 	if (fstat(rec->fd, &st) < 0 || st.st_dev != rec->dev || st.st_ino != rec->ino)
 		return -ESTALE; /* not the descriptor the record names: never close it */
-	if (rec->node && !(node = sfs_view_adopt_node(v, rec->fd, &st, rec->node)))
+	if (rec->node && !(node = sfs_view_adopt_node(v, &st, rec->node)))
 		return -ESTALE;
 	if (!(f = calloc(1, sizeof(*f))))
 		return -ENOMEM;

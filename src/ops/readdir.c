@@ -91,7 +91,7 @@ int sfs_view_adopt_dir(struct sfs_view *v, uint32_t slot, const struct sfs_ho_fi
 	if (fstat(rec->fd, &st) < 0 || st.st_dev != rec->dev || st.st_ino != rec->ino ||
 	    !S_ISDIR(st.st_mode))
 		return -ESTALE; /* not the descriptor the record names: never close it */
-	if (!(node = sfs_view_adopt_node(v, rec->fd, &st, rec->node)))
+	if (!(node = sfs_view_adopt_node(v, &st, rec->node)))
 		return -ESTALE;
 	if (!(d = calloc(1, sizeof(*d))) || !(d->dp = fdopendir(rec->fd))) {
 		free(d);
