@@ -52,25 +52,19 @@ struct sfs_fuse_uring *sfs_fuse_uring_prepare(struct fuse_session *se, int fuse_
 void sfs_fuse_uring_area(const struct sfs_fuse_uring *u, struct sfs_uring_area *out);
 
 /* The handover (fuse_io.h): no entry submits a command any more; each ends with a request
- * or a reply in its buffers (finished by the successor), or still waiting for a request
- * (see sfs_fuse_uring_fill). */
+ * or a reply in its buffers (finished by the successor), or waiting for a request, which the
+ * kernel withdraws as its thread exits (doc/kernel.md §4.11). */
 void sfs_fuse_uring_hold(struct sfs_fuse_uring *u);
-
-/* After the hold: an entry still waiting as the process ends would be handed a request the
- * kernel then ends ECANCELED (doc/kernel.md §4.11), so each is handed one, a statfs from its
- * CPU at mountpoint (in the mount namespace nsfd) by a process of its own, and parks with it
- * for the successor to answer. Whether none waits any more, within ms. */
-bool sfs_fuse_uring_fill(struct sfs_fuse_uring *u, int nsfd, const char *mountpoint, int ms);
-
-/* `strictfs __uring-fill MOUNTPOINT QUEUES DEPTH`, with the namespace as descriptor 3: the
- * process sfs_fuse_uring_fill starts. */
-int sfs_fuse_uring_fill_main(int argc, char *argv[]);
 
 /* Requests that reached a queue while it had no entry wait for the next request on that
  * queue (the kernel hands them out only when an entry commits or a request arrives): after a
  * takeover, a statfs from each CPU at mountpoint, in the mount namespace nsfd, wakes them, once
- * every entry is in its queue (see sfs_fuse_uring_fill). It blocks its thread while it waits. */
+ * every entry is in its queue. It blocks its thread while it waits. */
 void sfs_fuse_uring_poke(struct sfs_fuse_uring *u, int nsfd, const char *mountpoint);
+
+/* `strictfs __uring-poke MOUNTPOINT QUEUES`, with the namespace as descriptor 3: the process
+ * sfs_fuse_uring_poke starts. */
+int sfs_fuse_uring_poke_main(int argc, char *argv[]);
 
 /* The INIT reply asking for io_uring has been accepted: the entries register and serve. */
 void sfs_fuse_uring_start(struct sfs_fuse_uring *u);

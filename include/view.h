@@ -85,10 +85,9 @@ int sfs_view_adopt_dir(struct sfs_view *v, uint32_t slot, const struct sfs_ho_fi
 struct sfs_ho_view;
 int sfs_view_start(struct sfs_view *v, int fuse_fd, const struct sfs_ho_view *from);
 
-/* A handover's last step for a view served over io_uring: none of its entries is left
- * waiting for a request as the process ends (sfs_fuse_uring_fill); whether that held within
- * ms. True for a view on /dev/fuse. */
-bool sfs_view_fill_uring(struct sfs_view *v, int ms);
+/* A successor's: waits up to ms for the view's io_uring queues to have been woken
+ * (sfs_fuse_uring_poke), and the process that woke them to be gone. */
+void sfs_view_poked(struct sfs_view *v, int ms);
 
 /* Writes the view's record for a successor (handover.h): at its start, its INIT, a remount. */
 void sfs_view_record(struct sfs_view *v);

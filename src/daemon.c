@@ -603,8 +603,6 @@ static void conn_deadline(struct sfs_daemon *d, int slot, int ms)
 /* Requests being served may take this long to finish before the handover goes on without
  * them (they are then resent to the successor, as after a crash). */
 #define HANDOVER_QUIET_MS 10000
-/* How long a view's io_uring entries may take to be handed their last requests. */
-#define HANDOVER_FILL_MS 2000
 
 /* Whether the binary the keeper will exec reads the state this daemon writes. */
 static int successor_compatible(struct sfs_daemon *d, char *err, size_t errlen)
@@ -657,11 +655,6 @@ static int hand_over(struct sfs_daemon *d, char *err, size_t errlen)
 	if (!sfs_fuse_io_quiet(HANDOVER_QUIET_MS))
 		syslog(LOG_WARNING, "%s: requests still served after %d s; the successor gets them again",
 		       d->source, HANDOVER_QUIET_MS / 1000);
-	sfs_for_each_view(&d->svc.views, v) {
-		if (!sfs_view_fill_uring(v, HANDOVER_FILL_MS))
-			syslog(LOG_WARNING, "%s: an io_uring entry of %s still waits for a request; one "
-			       "sent to it as this daemon ends fails ECANCELED", d->source, v->mountpoint);
-	}
 	sfs_quota_flush(&d->svc.quota);
 	d->ho.daemon.state = SFS_HO_HANDING_OVER;
 	sfs_ho_write_daemon(&d->ho);
@@ -1345,11 +1338,15 @@ static bool runs_file(const char *path)
 	       a.st_ino == b.st_ino;
 }
 
+/* How long a successor waits for its io_uring queues to be woken (sfs_view_poked). */
+#define POKE_WAIT_MS 5000
+
 /* A successor: the predecessor's state, checked, then everything it served, served again. */
 static int take_over(struct sfs_daemon *d, int state_fd, char *err, size_t errlen)
 {
 	struct sfs_ho_daemon *r = &d->ho.daemon;
 	struct sfs_ho_view *rec;
+	struct sfs_view *v;
 	bool crashed;
 
 	if (sfs_ho_adopt(&d->ho, state_fd, err, errlen))
@@ -1398,6 +1395,10 @@ static int take_over(struct sfs_daemon *d, int state_fd, char *err, size_t errle
 		syslog(LOG_ERR, "%s: %s: its views answer EIO until they are unmounted", d->source,
 		       r->failed);
 	start_adopted_views(d);
+	/* the daemon answers (and an upgrade waits for that) once each queue was woken and the
+	 * process that woke it is gone: it was in the view, and would hold it busy */
+	sfs_for_each_view(&d->svc.views, v)
+		sfs_view_poked(v, POKE_WAIT_MS);
 	return 0;
 }
 

@@ -85,7 +85,6 @@ struct entry {
 	bool replied;
 	struct entry_shared *sh;
 	uint64_t orphan;        /* a predecessor's request this entry answers first, or 0 */
-	atomic_bool in_kernel;  /* its command submitted, no completion yet: waiting for a request */
 	pthread_mutex_t sq_lock; /* the ring's submissions, and the handover's gate (holding) */
 };
 
@@ -93,8 +92,8 @@ struct entry {
 #define CMD_TAG 1
 #define TRIPWIRE_TAG 2
 
-/* The filler's descriptor of the view's mount namespace */
-#define FILL_NSFD 3
+/* The poker's descriptor of the view's mount namespace */
+#define POKE_NSFD 3
 
 enum go { GO_WAIT, GO_SERVE, GO_END };
 
@@ -273,7 +272,6 @@ static int submit_cmd(struct entry *e)
 
 	/* an SQE the kernel did not take stays in the ring and goes with the next call: a queue
 	 * left without its entry would hold up every request, so short shortages are waited out */
-	atomic_store(&e->in_kernel, true);
 	while ((rc = io_uring_submit(&e->ring)) < 0 && tries++ < 100) {
 		if (rc != -EINTR && rc != -EAGAIN && rc != -EBUSY)
 			break;
@@ -281,10 +279,8 @@ static int submit_cmd(struct entry *e)
 			usleep(10000);
 	}
 	pthread_mutex_unlock(&e->sq_lock); /* taken by prep_cmd */
-	if (rc < 0) {
-		atomic_store(&e->in_kernel, false);
+	if (rc < 0)
 		return rc;
-	}
 	/* the kernel applies a commit as it takes the command: the reply is the kernel's now */
 	atomic_store_explicit(&e->sh->busy, 0, memory_order_release);
 	return 0;
@@ -323,7 +319,6 @@ static int wait_cmd(struct entry *e)
 		atomic_store_explicit(&e->sh->replied, 0, memory_order_relaxed);
 		atomic_store_explicit(&e->sh->busy, e->hdr->ent.commit_id, memory_order_release);
 	}
-	atomic_store(&e->in_kernel, false); /* after busy: a handover reads them in that order */
 	return rc < 0 ? rc : 0;
 }
 
@@ -659,35 +654,21 @@ void sfs_fuse_uring_hold(struct sfs_fuse_uring *u)
 	}
 }
 
-/* The entries whose command is still in the kernel, waiting for a request, on a CPU that
- * can run a caller (an offline CPU's queue is never handed a request). */
-static unsigned entries_waiting(const struct sfs_fuse_uring *u, const cpu_set_t *online)
+/* `strictfs __uring-poke`, which asks for a statfs of mountpoint from each CPU at once: a
+ * process of its own, not a fork of the daemon, which would hold the daemon's descriptors and
+ * be taken for it. */
+static pid_t start_poker(const struct sfs_fuse_uring *u, int nsfd, const char *mountpoint)
 {
-	unsigned n = 0;
-
-	for (unsigned i = 0; i < u->nentries; i++)
-		if (CPU_ISSET(u->ents[i].qid, online) && atomic_load(&u->ents[i].in_kernel))
-			n++;
-	return n;
-}
-
-/* `strictfs __uring-fill`, which asks for per_cpu statfs of mountpoint from each CPU at once:
- * a process of its own, not a fork of the daemon, which would hold the daemon's descriptors
- * and be taken for it. */
-static pid_t start_filler(const struct sfs_fuse_uring *u, int nsfd, const char *mountpoint,
-                          unsigned per_cpu)
-{
-	char queues[16], depth[16];
-	char *argv[] = {"strictfs", "__uring-fill", (char *)mountpoint, queues, depth, NULL};
+	char queues[16];
+	char *argv[] = {"strictfs", "__uring-poke", (char *)mountpoint, queues, NULL};
 	posix_spawn_file_actions_t fa;
 	pid_t pid;
 	int rc;
 
 	snprintf(queues, sizeof(queues), "%u", u->queues);
-	snprintf(depth, sizeof(depth), "%u", per_cpu);
 	if (posix_spawn_file_actions_init(&fa))
 		return -1;
-	rc = posix_spawn_file_actions_adddup2(&fa, nsfd, FILL_NSFD);
+	rc = posix_spawn_file_actions_adddup2(&fa, nsfd, POKE_NSFD);
 	if (!rc)
 		rc = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
@@ -698,38 +679,22 @@ void sfs_fuse_uring_poke(struct sfs_fuse_uring *u, int nsfd, const char *mountpo
 {
 	pid_t pid;
 
-	if (all_registered(u, 5000) && (pid = start_filler(u, nsfd, mountpoint, 1)) > 0)
+	if (all_registered(u, 5000) && (pid = start_poker(u, nsfd, mountpoint)) > 0)
 		waitpid(pid, NULL, 0);
 }
 
-bool sfs_fuse_uring_fill(struct sfs_fuse_uring *u, int nsfd, const char *mountpoint, int ms)
-{
-	cpu_set_t online;
-	int waited = 0;
-
-	if (sched_getaffinity(0, sizeof(online), &online) < 0)
-		return false;
-	if (!entries_waiting(u, &online))
-		return true;
-	if (start_filler(u, nsfd, mountpoint, SFS_URING_DEPTH) < 0)
-		return false;
-	while (entries_waiting(u, &online) && waited++ < ms)
-		usleep(1000);
-	return !entries_waiting(u, &online);
-}
-
-/* One caller of the filler: a statfs from a thread on one CPU, its request handed to an entry
- * of that CPU's queue (or queued there, for the successor). */
-struct fill_caller {
+/* One caller of the poker: a statfs from a thread on one CPU, its request handed to an entry
+ * of that CPU's queue. */
+struct poke_caller {
 	pthread_t thread;
 	bool started;
 	int fd;
 	unsigned cpu;
 };
 
-static void *fill_call(void *arg)
+static void *poke_call(void *arg)
 {
-	struct fill_caller *c = arg;
+	struct poke_caller *c = arg;
 	struct statfs sf;
 	cpu_set_t set;
 
@@ -740,30 +705,28 @@ static void *fill_call(void *arg)
 	return NULL;
 }
 
-int sfs_fuse_uring_fill_main(int argc, char *argv[])
+int sfs_fuse_uring_poke_main(int argc, char *argv[])
 {
-	unsigned long long queues, depth, n;
-	struct fill_caller *c;
+	unsigned long long queues;
+	struct poke_caller *c;
 	int fd;
 
-	close_range(FILL_NSFD + 1, ~0U, 0);
-	if (argc != 5 || !sfs_parse_uint(argv[3], &queues) || !sfs_parse_uint(argv[4], &depth) ||
-	    !queues || queues > UINT16_MAX || !depth || depth > 64)
+	close_range(POKE_NSFD + 1, ~0U, 0);
+	if (argc != 4 || !sfs_parse_uint(argv[3], &queues) || !queues || queues > UINT16_MAX)
 		return 2;
-	if (setns(FILL_NSFD, CLONE_NEWNS) < 0)
+	if (setns(POKE_NSFD, CLONE_NEWNS) < 0)
 		return 1;
-	close(FILL_NSFD);
+	close(POKE_NSFD);
 	/* no lookup in the view: its root is where the mount is, and O_PATH checks nothing */
 	if ((fd = open(argv[2], O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return 1;
-	n = queues * depth;
-	if (!(c = calloc(n, sizeof(*c))))
+	if (!(c = calloc(queues, sizeof(*c))))
 		return 1;
-	for (unsigned long long i = 0; i < n; i++) {
-		c[i] = (struct fill_caller){.fd = fd, .cpu = (unsigned)(i / depth)};
-		c[i].started = pthread_create(&c[i].thread, NULL, fill_call, &c[i]) == 0;
+	for (unsigned long long i = 0; i < queues; i++) {
+		c[i] = (struct poke_caller){.fd = fd, .cpu = (unsigned)i};
+		c[i].started = pthread_create(&c[i].thread, NULL, poke_call, &c[i]) == 0;
 	}
-	for (unsigned long long i = 0; i < n; i++)
+	for (unsigned long long i = 0; i < queues; i++)
 		if (c[i].started)
 			pthread_join(c[i].thread, NULL);
 	free(c);

@@ -1,7 +1,7 @@
 /* One program, three faces: strictfs (the command), mount.strictfs (mount(8)'s helper), and
  * the daemon it starts for a source (`strictfs __daemon`, internal; `strictfs __state-version`
  * says which handover state the binary reads, for an upgrade to check first; `strictfs
- * __uring-fill` is a handing-over daemon's helper, fuse_uring.h). */
+ * __uring-poke` is a successor's helper, fuse_uring.h). */
 #include <libgen.h>
 #include <string.h>
 
@@ -20,8 +20,8 @@ int main(int argc, char **argv)
 	/* mount(8) runs mount.strictfs for -t strictfs, mount.fuse.strictfs for a remount */
 	if (!strncmp(name, "mount.", 6))
 		return sfs_mount_helper_main(argc, argv);
-	if (argc > 1 && !strcmp(argv[1], "__uring-fill"))
-		return sfs_fuse_uring_fill_main(argc, argv);
+	if (argc > 1 && !strcmp(argv[1], "__uring-poke"))
+		return sfs_fuse_uring_poke_main(argc, argv);
 	if (argc > 1 && !strcmp(argv[1], "__daemon"))
 		return sfs_daemon_main(argc - 1, argv + 1);
 	return sfs_cli_main(argc, argv);

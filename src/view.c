@@ -143,19 +143,21 @@ static void *poke_thread(void *arg)
 	return NULL;
 }
 
-bool sfs_view_fill_uring(struct sfs_view *v, int ms)
+void sfs_view_poked(struct sfs_view *v, int ms)
 {
-	struct sfs_fuse_uring *u = atomic_load(&v->fuse_io.uring);
-	int nsfd;
-	bool filled;
+	struct timespec until;
 
-	if (!u)
-		return true;
-	if ((nsfd = open_namespace_of(v)) < 0)
-		return false;
-	filled = sfs_fuse_uring_fill(u, nsfd, v->mountpoint, ms);
-	close(nsfd);
-	return filled;
+	if (!v->poke_started)
+		return;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	if (pthread_timedjoin_np(v->poke, NULL, &until) == 0)
+		v->poke_started = false;
 }
 
 /* A successor's io_uring queues may hold requests that came while they had no entry; off the
