@@ -2,6 +2,7 @@
 #define FUSE_USE_VERSION 314
 #include "fuse_uring.h"
 #include "fuse_io.h"
+#include "uring_entry.h"
 #include "util.h"
 
 #include <errno.h>
@@ -53,17 +54,16 @@ enum { CMD_REGISTER = 1, CMD_COMMIT_AND_FETCH = 2 };
 _Static_assert(sizeof(struct req_header) == 288, "the kernel's fuse_uring_req_header");
 
 /* Beside the kernel's header, in the entry's first page: what a successor must know of the
- * entry. busy is the id of the request the entry took and has not committed (0: none),
- * replied that its reply is whole in the buffers. The header's own commit_id says the rest:
- * the daemon clears it before each command it submits, and the kernel writes it with each
+ * entry (uring_entry.h). busy is the id of the request the entry took and has not committed
+ * (0: none), replied how far its reply got. The header's own commit_id says the rest: the
+ * daemon clears it before each command it submits, and the kernel writes it with each
  * request it copies in, so a request delivered to a thread killed before it set busy is
  * still found (see adopt_entry). */
 #define SHARED_OFFSET 1024
-struct entry_shared {
-	_Atomic uint64_t busy;
-	_Atomic uint32_t replied;
-	uint32_t qid;
-};
+_Static_assert(SHARED_OFFSET >= sizeof(struct req_header) &&
+               SHARED_OFFSET + sizeof(struct sfs_uring_entry_state) <=
+                   4096 - OP_IN_SIZE - sizeof(struct fuse_in_header),
+               "beside the kernel's header, before where the request is reassembled");
 _Static_assert(sizeof(struct cmd_req) <= 80, "fits the command area of a 128-byte SQE");
 
 struct entry {
@@ -83,8 +83,9 @@ struct entry {
 	struct iovec iov[2];    /* the two buffers REGISTER hands over */
 	uint64_t unique;        /* the request being served */
 	bool replied;
-	struct entry_shared *sh;
+	struct sfs_uring_entry_state *sh;
 	uint64_t orphan;        /* a predecessor's request this entry answers first, or 0 */
+	bool orphan_lost;       /* its reply was cut short and cannot be undone: answered EIO */
 	pthread_mutex_t sq_lock; /* the ring's submissions, and the handover's gate (holding) */
 };
 
@@ -184,9 +185,10 @@ static void reply_error(struct entry *e, int err)
 	struct fuse_out_header out = {
 		.len = sizeof(out), .error = -err, .unique = e->hdr->ent.commit_id};
 
+	sfs_uring_reply_begin(e->sh, e->hdr->in_out, e->hdr->ent.payload_sz, e->payload, 0);
 	memcpy(e->hdr->in_out, &out, sizeof(out));
 	e->hdr->ent.payload_sz = 0;
-	atomic_store_explicit(&e->sh->replied, 1, memory_order_release);
+	sfs_uring_reply_end(e->sh);
 }
 
 /* The request in the entry, as read() from /dev/fuse would have given it: the lengths come
@@ -240,6 +242,11 @@ ssize_t sfs_fuse_uring_take_reply(const struct iovec *iov, int count)
 			errno = EMSGSIZE;
 			return -1;
 		}
+		total += iov[i].iov_len;
+	}
+	sfs_uring_reply_begin(e->sh, e->hdr->in_out, e->hdr->ent.payload_sz, e->payload, total);
+	total = 0;
+	for (int i = 1; i < count; i++) {
 		/* memmove: a reply may quote the request it answers */
 		memmove(e->payload + total, iov[i].iov_base, iov[i].iov_len);
 		total += iov[i].iov_len;
@@ -247,7 +254,7 @@ ssize_t sfs_fuse_uring_take_reply(const struct iovec *iov, int count)
 	memcpy(e->hdr->in_out, out, sizeof(*out));
 	e->hdr->ent.payload_sz = total;
 	e->replied = true;
-	atomic_store_explicit(&e->sh->replied, 1, memory_order_release);
+	sfs_uring_reply_end(e->sh);
 	return (ssize_t)(total + sizeof(*out));
 }
 
@@ -316,7 +323,7 @@ static int wait_cmd(struct entry *e)
 	}
 	if (rc >= 0) {
 		/* a request: the successor's to answer should this process end before it commits */
-		atomic_store_explicit(&e->sh->replied, 0, memory_order_relaxed);
+		atomic_store_explicit(&e->sh->replied, SFS_REPLY_NONE, memory_order_relaxed);
 		atomic_store_explicit(&e->sh->busy, e->hdr->ent.commit_id, memory_order_release);
 	}
 	return rc < 0 ? rc : 0;
@@ -359,10 +366,13 @@ static int first_command(struct entry *e)
 	/* the predecessor's request: answered unless it was, then committed through the
 	 * predecessor's entry, which goes on serving with this thread */
 	sfs_fuse_io_begin();
-	if (!atomic_load(&e->sh->replied))
+	if (e->orphan_lost)
+		reply_error(e, EIO);
+	else if (atomic_load(&e->sh->replied) == SFS_REPLY_NONE)
 		serve_request(e);
 	sfs_fuse_io_end();
 	e->orphan = 0;
+	e->orphan_lost = false;
 	if ((rc = prep_cmd(e, CMD_COMMIT_AND_FETCH, id)) || (rc = submit_cmd(e)))
 		return rc;
 	if (refused_at_once(e) != -ENOENT)
@@ -483,7 +493,8 @@ static int map_area(struct sfs_fuse_uring *u, unsigned n, const struct sfs_uring
 
 /* What the predecessor left in an entry's buffers: busy, and the header's commit_id (h),
  * which it cleared before each command it submitted:
- * - busy, h == busy: its request, not yet committed (answered if replied says so);
+ * - busy, h == busy: its request, not yet committed (answered if replied says so; a reply
+ *   cut short is undone);
  * - busy, h == 0: committed or about to be; the commit is tried again (if the kernel no
  *   longer knows the request, the slot is registered anew, see first_command);
  * - h other than 0 and busy: a request the kernel copied in after the last command, to a
@@ -495,10 +506,18 @@ static void adopt_entry(struct entry *e)
 
 	if (h && h != busy) {
 		e->orphan = h;
-		atomic_store(&e->sh->replied, 0);
+		atomic_store(&e->sh->replied, SFS_REPLY_NONE);
 		atomic_store(&e->sh->busy, h);
-	} else {
-		e->orphan = busy;
+		return;
+	}
+	e->orphan = busy;
+	/* a reply cut short: the request is put back and served again, as a resent one */
+	if (busy && atomic_load(&e->sh->replied) == SFS_REPLY_WRITING &&
+	    !sfs_uring_reply_undo(e->sh, e->hdr->in_out, &e->hdr->ent.payload_sz, e->payload)) {
+		syslog(LOG_WARNING, "io_uring queue %u: request %llu answered EIO: its reply was cut "
+		       "short by the crash and the request cannot be read again", e->qid,
+		       (unsigned long long)busy);
+		e->orphan_lost = true;
 	}
 }
 
@@ -514,12 +533,12 @@ static int entry_setup(struct sfs_fuse_uring *u, struct entry *e, uint16_t qid, 
 	e->region = u->area + (size_t)i * u->region;
 	e->hdr = (struct req_header *)e->region;
 	e->payload = e->region + page;
-	e->sh = (struct entry_shared *)(e->region + SHARED_OFFSET);
+	e->sh = (struct sfs_uring_entry_state *)(e->region + SHARED_OFFSET);
 	if (inherited && e->sh->qid == qid)
 		adopt_entry(e);
 	if (!e->orphan) {
 		atomic_store(&e->sh->busy, 0);
-		atomic_store(&e->sh->replied, 0);
+		atomic_store(&e->sh->replied, SFS_REPLY_NONE);
 	}
 	e->sh->qid = qid;
 	pthread_mutex_init(&e->sq_lock, NULL);
