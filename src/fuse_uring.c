@@ -457,6 +457,34 @@ static void *entry_main(void *arg)
 	}
 }
 
+/* Where a daemon maps new buffers: far below where the kernel puts anything on its own (its
+ * mappings go down from just under the stack, the heap up from the program, both near the top
+ * of the address space), so that every successor, however its own layout falls, finds the
+ * address free. Mapped where the kernel chose, they were taken by a successor's own library,
+ * stack or heap once in about 200 kills, and the requests in them were lost (doc/kernel.md
+ * §4.11). Where the address space is smaller, the kernel chooses after all. */
+#define AREA_FLOOR ((uintptr_t)1 << 44)
+#define AREA_ALIGN ((uintptr_t)2 << 20)
+#define AREA_TRIES 4096
+
+static void *map_fresh(int fd, size_t size)
+{
+	uintptr_t step = (size + AREA_ALIGN - 1) & ~(AREA_ALIGN - 1);
+	void *at;
+
+	for (uintptr_t i = 0; i < AREA_TRIES; i++) {
+		void *want = (void *)(AREA_FLOOR + i * step);
+		at = mmap(want, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+		if (at == want)
+			return at;
+		if (at != MAP_FAILED)
+			munmap(at, size); /* a kernel that took the address as a hint only */
+		else if (errno != EEXIST)
+			break;
+	}
+	return mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+}
+
 /* The buffers of every entry, in one memfd: a successor's are its predecessor's, at the same
  * address, when they fit (the same CPUs, the same payload: the INIT it replays is the same). */
 static int map_area(struct sfs_fuse_uring *u, unsigned n, const struct sfs_uring_area *from)
@@ -473,17 +501,19 @@ static int map_area(struct sfs_fuse_uring *u, unsigned n, const struct sfs_uring
 			u->area_fd = from->fd;
 			return 1;
 		}
+		int e = at == MAP_FAILED ? errno : EEXIST;
 		if (at != MAP_FAILED)
 			munmap(at, u->area_size);
 		syslog(LOG_WARNING, "io_uring: the predecessor's buffers cannot be mapped where they "
-		       "were; its unanswered requests stay unanswered");
+		       "were (%#llx: %s); its unanswered requests stay unanswered",
+		       (unsigned long long)from->base, strerror(e));
 	}
 	u->area_fd = memfd_create("strictfs-uring", MFD_CLOEXEC);
 	if (u->area_fd < 0)
 		return -errno;
 	if (ftruncate(u->area_fd, u->area_size) < 0)
 		return -errno;
-	u->area = mmap(NULL, u->area_size, PROT_READ | PROT_WRITE, MAP_SHARED, u->area_fd, 0);
+	u->area = map_fresh(u->area_fd, u->area_size);
 	if (u->area == MAP_FAILED) {
 		u->area = NULL;
 		return -errno;

@@ -6,8 +6,6 @@
 # quota ledger equals a fresh scan. status shows the generation and when it took over.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-# not-on-io_uring: test_slow_failover_kills_under_load: over io_uring, 1 run of 7 on 2026-12-05 left 11 requests unanswered after the kills (fio and stress-ng never ended, doc/kernel.md §4.11); not yet explained
-
 # successor_of PID: waits for the daemon that took over from PID (its keeper) to answer; its
 # pid in REPLY.
 successor_of() {

@@ -145,6 +145,19 @@ _threads_at_most() { (($(proc_status "$1" Threads) <= $2)); }
 
 # Many idle io_uring views cost the daemon little: each view's entries are a thread, a small
 # ring and a buffer the kernel writes into only as far as a request needs.
+# _uring_areas_placed PID: how many io_uring buffer mappings PID has, and how many lie outside
+# [16 TiB, 32 TiB), where a daemon places them so that every successor finds the address free
+# (doc/kernel.md §4.11).
+_uring_areas_placed() {
+	local range rest start n=0 out=0
+	while read -r range rest; do
+		[[ $rest == *strictfs-uring* ]] || continue
+		start=$((16#${range%-*}))
+		((n++, start < 1 << 44 || start >= 1 << 45)) && ((out++))
+	done <"/proc/$1/maps"
+	echo "$n $out"
+}
+
 test_uring_idle_views_stay_cheap() {
 	_uring_save
 	new_source many
@@ -171,6 +184,8 @@ test_uring_idle_views_stay_cheap() {
 	else
 		assert_lt "$per" 257 "an idle io_uring view costs at most 256 KiB"
 	fi
+	assert_eq "$((n + 1)) 0" "$(_uring_areas_placed "$pid")" \
+		"every view's io_uring buffers lie from 16 TiB up, where a successor maps nothing else"
 	start=$SECONDS
 	for ((i = 1; i <= n; i++)); do sfs_umount "$T_DIR/v$i" || fail "unmounting view $i"; done
 	assert_ok wait_until 30 test "$(daemon_views "$pid" | wc -w)" -eq 1
