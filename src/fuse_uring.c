@@ -85,7 +85,6 @@ struct entry {
 	bool replied;
 	struct sfs_uring_entry_state *sh;
 	uint64_t orphan;        /* a predecessor's request this entry answers first, or 0 */
-	bool orphan_lost;       /* its reply was cut short and cannot be undone: answered EIO */
 	pthread_mutex_t sq_lock; /* the ring's submissions, and the handover's gate (holding) */
 };
 
@@ -366,13 +365,18 @@ static int first_command(struct entry *e)
 	/* the predecessor's request: answered unless it was, then committed through the
 	 * predecessor's entry, which goes on serving with this thread */
 	sfs_fuse_io_begin();
-	if (e->orphan_lost)
-		reply_error(e, EIO);
-	else if (atomic_load(&e->sh->replied) == SFS_REPLY_NONE)
+	switch (atomic_load(&e->sh->replied)) {
+	case SFS_REPLY_NONE:
 		serve_request(e);
+		break;
+	case SFS_REPLY_WRITING: /* cut short and not undone (adopt_entry) */
+		reply_error(e, EIO);
+		break;
+	default: /* answered: only the commit is left */
+		break;
+	}
 	sfs_fuse_io_end();
 	e->orphan = 0;
-	e->orphan_lost = false;
 	if ((rc = prep_cmd(e, CMD_COMMIT_AND_FETCH, id)) || (rc = submit_cmd(e)))
 		return rc;
 	if (refused_at_once(e) != -ENOENT)
@@ -547,7 +551,6 @@ static void adopt_entry(struct entry *e)
 		syslog(LOG_WARNING, "io_uring queue %u: request %llu answered EIO: its reply was cut "
 		       "short by the crash and the request cannot be read again", e->qid,
 		       (unsigned long long)busy);
-		e->orphan_lost = true;
 	}
 }
 
@@ -683,8 +686,7 @@ static bool all_registered(struct sfs_fuse_uring *u, int ms)
 	struct timespec until;
 	bool all;
 
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += ms / 1000;
+	sfs_deadline_in(CLOCK_REALTIME, ms, &until);
 	pthread_mutex_lock(&u->lock);
 	while (u->registered < u->nentries && u->go == GO_SERVE &&
 	       pthread_cond_timedwait(&u->changed, &u->lock, &until) == 0)
