@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include <time.h>
 
 #define SFS_RUNDIR "/run/strictfs"
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -19,6 +20,9 @@ bool sfs_strlcpy(char *dst, const char *src, size_t len);
 
 /* Appends ",item" (or "item" when dst is empty); false if it did not fit. */
 bool sfs_list_append(char *dst, size_t len, const char *item);
+
+/* The time ms milliseconds from now on clock (for a timed wait on that clock). */
+void sfs_deadline_in(clockid_t clock, long ms, struct timespec *t);
 
 /* Parses a decimal unsigned number with no sign or trailing garbage. */
 bool sfs_parse_uint(const char *s, unsigned long long *out);

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "services.h"
+#include "util.h"
 #include "view.h"
 
 /* A request waits for its notifications while the notifier makes progress, and gives up
@@ -285,14 +286,6 @@ void sfs_coh_spelling(struct sfs_view *origin, struct sfs_node *parent, const ch
 	queue_to_targets(origin, parent, INVAL_ENTRY, 0, 0, name);
 }
 
-static void deadline_in(struct timespec *t, long ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, t);
-	t->tv_nsec += ms * 1000000l;
-	t->tv_sec += t->tv_nsec / 1000000000l;
-	t->tv_nsec %= 1000000000l;
-}
-
 void sfs_coh_flush(struct sfs_view *origin)
 {
 	struct sfs_coherence *c = origin->svc->coh;
@@ -301,7 +294,7 @@ void sfs_coh_flush(struct sfs_view *origin)
 
 	if (!c || !last_queued)
 		return;
-	deadline_in(&deadline, STALL_BOUND_MS);
+	sfs_deadline_in(CLOCK_MONOTONIC, STALL_BOUND_MS, &deadline);
 	pthread_mutex_lock(&c->lock);
 	seen = c->done_seq;
 	while (c->done_seq < last_queued) {
@@ -309,7 +302,7 @@ void sfs_coh_flush(struct sfs_view *origin)
 			if (c->done_seq == seen)
 				break; /* stalled: see STALL_BOUND_MS */
 			seen = c->done_seq;
-			deadline_in(&deadline, STALL_BOUND_MS);
+			sfs_deadline_in(CLOCK_MONOTONIC, STALL_BOUND_MS, &deadline);
 		}
 	}
 	pthread_mutex_unlock(&c->lock);

@@ -52,6 +52,14 @@ bool sfs_list_append(char *dst, size_t len, const char *item)
 	return true;
 }
 
+void sfs_deadline_in(clockid_t clock, long ms, struct timespec *t)
+{
+	clock_gettime(clock, t);
+	t->tv_nsec += ms % 1000 * 1000000l;
+	t->tv_sec += ms / 1000 + t->tv_nsec / 1000000000l;
+	t->tv_nsec %= 1000000000l;
+}
+
 bool sfs_parse_uint(const char *s, unsigned long long *out)
 {
 	char *end;

@@ -149,13 +149,7 @@ void sfs_view_poked(struct sfs_view *v, int ms)
 
 	if (!v->poke_started)
 		return;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += ms / 1000;
-	until.tv_nsec += (ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	sfs_deadline_in(CLOCK_REALTIME, ms, &until);
 	if (pthread_timedjoin_np(v->poke, NULL, &until) == 0)
 		v->poke_started = false;
 }
