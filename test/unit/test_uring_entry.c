@@ -33,18 +33,32 @@ static void reply_cut_short(struct buffers *b, size_t reply_len)
 	b->payload_sz = (uint32_t)reply_len;
 }
 
-static void test_write_undone(void)
+/* A request of size payload bytes in b, and a reply of reply_len payload bytes begun over it. */
+static struct sfs_uring_entry_state *replying(struct buffers *b, uint32_t size, unsigned char seed,
+                                              size_t reply_len)
 {
 	struct sfs_uring_entry_state *st = calloc(1, sizeof(*st));
-	struct buffers b, was;
 
+	request(b, size, seed);
+	sfs_uring_reply_begin(st, b->header, b->payload_sz, b->payload, reply_len);
+	return st;
+}
+
+static bool undo(struct sfs_uring_entry_state *st, struct buffers *b)
+{
+	return sfs_uring_reply_undo(st, b->header, &b->payload_sz, b->payload);
+}
+
+static void test_write_undone(void)
+{
+	struct buffers b, was;
 	/* a WRITE of 4096 bytes, answered by an 8-byte count */
-	request(&b, 4096, 3);
+	struct sfs_uring_entry_state *st = replying(&b, 4096, 3, 8);
+
 	was = b;
-	sfs_uring_reply_begin(st, b.header, b.payload_sz, b.payload, 8);
 	CHECK(atomic_load(&st->replied) == SFS_REPLY_WRITING, "a reply being written says so");
 	reply_cut_short(&b, 8);
-	CHECK(sfs_uring_reply_undo(st, b.header, &b.payload_sz, b.payload), "the undo is possible");
+	CHECK(undo(st, &b), "the undo is possible");
 	CHECK(!memcmp(b.header, was.header, SFS_URING_UNDO_HEADER), "the request's header is back");
 	CHECK(b.payload_sz == 4096, "its payload size is back");
 	CHECK(!memcmp(b.payload, was.payload, 4096), "its data is back, byte for byte");
@@ -54,40 +68,33 @@ static void test_write_undone(void)
 
 static void test_name_under_a_long_reply(void)
 {
-	struct sfs_uring_entry_state *st = calloc(1, sizeof(*st));
 	struct buffers b, was;
-
 	/* a GETXATTR of a 20-byte name, answered by a 4000-byte value: only the name matters */
-	request(&b, 20, 9);
+	struct sfs_uring_entry_state *st = replying(&b, 20, 9, 4000);
+
 	was = b;
-	sfs_uring_reply_begin(st, b.header, b.payload_sz, b.payload, 4000);
 	memset(b.payload, 0xee, 4000);
-	CHECK(sfs_uring_reply_undo(st, b.header, &b.payload_sz, b.payload), "the undo is possible");
+	CHECK(undo(st, &b), "the undo is possible");
 	CHECK(b.payload_sz == 20 && !memcmp(b.payload, was.payload, 20), "the name is back");
 	free(st);
 }
 
 static void test_too_much_to_undo(void)
 {
-	struct sfs_uring_entry_state *st = calloc(1, sizeof(*st));
 	struct buffers b;
+	struct sfs_uring_entry_state *st = replying(&b, PAYLOAD, 5, PAYLOAD);
 
-	request(&b, PAYLOAD, 5);
-	sfs_uring_reply_begin(st, b.header, b.payload_sz, b.payload, PAYLOAD);
 	reply_cut_short(&b, PAYLOAD);
-	CHECK(!sfs_uring_reply_undo(st, b.header, &b.payload_sz, b.payload),
-	      "a reply over more of the request than was saved cannot be undone");
+	CHECK(!undo(st, &b), "a reply over more of the request than was saved cannot be undone");
 	CHECK(atomic_load(&st->replied) == SFS_REPLY_WRITING, "and the entry still says so");
 	free(st);
 }
 
 static void test_whole_reply(void)
 {
-	struct sfs_uring_entry_state *st = calloc(1, sizeof(*st));
 	struct buffers b;
+	struct sfs_uring_entry_state *st = replying(&b, 100, 1, 8);
 
-	request(&b, 100, 1);
-	sfs_uring_reply_begin(st, b.header, b.payload_sz, b.payload, 8);
 	sfs_uring_reply_end(st);
 	CHECK(atomic_load(&st->replied) == SFS_REPLY_WHOLE, "a reply written whole says so");
 	free(st);
