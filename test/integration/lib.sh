@@ -87,6 +87,35 @@ assert_not_contains() { # HAYSTACK NEEDLE MSG
 	if [[ $1 != *"$2"* ]]; then ok "$3"; else fail "$3: '$2' found in '$(printf '%s' "$1" | tr '\n' '|' | cut -c1-400)'"; fi
 }
 
+# assert_one_of ACTUAL MSG ALTERNATIVE...: ACTUAL is exactly one of the alternatives (an empty
+# ACTUAL passes only if "" is listed).
+assert_one_of() {
+	local actual=$1 msg=$2 a
+	shift 2
+	for a in "$@"; do
+		[[ $actual == "$a" ]] && {
+			ok "$msg"
+			return 0
+		}
+	done
+	fail "$msg: got '$(printf '%s' "$actual" | tr '\n' '|' | cut -c1-300)', expected one of: $*"
+}
+
+# has_word HAYSTACK WORD: WORD occurs in HAYSTACK between characters that cannot be part of an
+# option name (letters, digits, '_'), so "acl" is not found in "noacl" nor "ro" in "root".
+has_word() {
+	local w
+	local after='([^[:alnum:]_]|$)'
+	w=$(printf '%s' "$2" | sed 's/[][\.*^$/+?(){}|]/\\&/g')
+	# "size=" is followed by its value: the end needs no boundary
+	[[ $2 =~ [[:alnum:]_]$ ]] || after=
+	printf '%s\n' "$1" | grep -qE -- "(^|[^[:alnum:]_])$w$after"
+}
+
+assert_word() { # HAYSTACK WORD MSG: WORD appears as a whole word (has_word)
+	if has_word "$1" "$2"; then ok "$3"; else fail "$3: the word '$2' not in '$(printf '%s' "$1" | tr '\n' '|' | cut -c1-400)'"; fi
+}
+
 assert_gt() { # A B MSG  (integers, A > B)
 	if [[ $1 =~ ^[0-9]+$ && $2 =~ ^[0-9]+$ ]] && (($1 > $2)); then ok "$3"; else fail "$3: expected $1 > $2"; fi
 }
