@@ -79,10 +79,10 @@ test_refuse_source_not_ext4() {
 	mkdir "$T_DIR/v"
 	assert_refused_re "$T_DIR/junk\\.img|/dev/loop[0-9]+" "$STRICTFS" mount "$T_DIR/junk.img" "$T_DIR/v"
 	assert_ok no_loop_for "$T_DIR/junk.img"
-	mkfs.vfat -C "$T_DIR/vfat.img" 65536 >/dev/null 2>&1 && {
-		assert_refused_re "$T_DIR/vfat\\.img|/dev/loop[0-9]+" "$STRICTFS" mount "$T_DIR/vfat.img" "$T_DIR/v"
-		assert_ok no_loop_for "$T_DIR/vfat.img"
-	}
+	# another file system's image, not only an empty one (mkfs.vfat: dosfstools, scripts/deps)
+	need mkfs.vfat -C "$T_DIR/vfat.img" 65536
+	assert_refused_re "$T_DIR/vfat\\.img|/dev/loop[0-9]+" "$STRICTFS" mount "$T_DIR/vfat.img" "$T_DIR/v"
+	assert_ok no_loop_for "$T_DIR/vfat.img"
 }
 
 test_refuse_source_char_device() {
@@ -171,25 +171,27 @@ test_refuse_umount_of_non_view() {
 
 # A root that is not a mount point (a chroot): the daemon cannot make / private for the probe
 # that reads the backing's options back, and says so rather than only that it failed. The chroot
-# lives in a private mount namespace of its own, so its binds go with it.
+# lives in a private mount namespace of its own, so its binds go with it. The directory of the
+# binary under test ($STRICTFS: the ASan build under --asan) is bound at /sfsbin.
 _in_chroot_that_is_no_mount_point() { # ROOT CMD...
-	local root=$1
+	local root=$1 bin
+	bin=$(dirname "$(readlink -f "$STRICTFS")")
 	shift
 	unshare -m --propagation private bash -c '
-		root=$1 repo=$2
+		root=$1 bin=$2
 		shift 2
-		mkdir -p "$root"/{usr,etc,dev,proc,sys,run,repo} "$root/tmp/v"
+		mkdir -p "$root"/{usr,etc,dev,proc,sys,run,sfsbin} "$root/tmp/v"
 		for d in usr etc dev sys; do mount --rbind "/$d" "$root/$d" || exit 9; done
 		for l in bin sbin lib lib64; do [[ -L /$l ]] && ln -sfn "$(readlink "/$l")" "$root/$l"; done
 		mount -t proc proc "$root/proc" && mount -t tmpfs tmpfs "$root/run" &&
-			mount --bind "$repo" "$root/repo" || exit 9
-		exec chroot "$root" "$@"' _ "$root" "$SFS_REPO" "$@"
+			mount --bind "$bin" "$root/sfsbin" || exit 9
+		exec chroot "$root" "$@"' _ "$root" "$bin" "$@"
 }
 
 test_refuse_in_a_root_that_is_not_a_mount_point() {
 	new_source ref
 	assert_refused "/ is not a mount point here (a chroot?)" \
-		_in_chroot_that_is_no_mount_point "$T_DIR/root" /repo/build/strictfs mount -o acl "$LOOP" /tmp/v
+		_in_chroot_that_is_no_mount_point "$T_DIR/root" "/sfsbin/${STRICTFS##*/}" mount -o acl "$LOOP" /tmp/v
 	assert_contains "$(cat "$T_DIR/.err")" "strictfs: $LOOP: cannot read the backing's options back" \
 		"the line names the source and what failed"
 	assert_eq "" "$(daemons_for_source "$LOOP")" "no daemon for $LOOP"
