@@ -127,6 +127,8 @@ assert_lt() { # A B MSG  (integers, A < B)
 _capture() { # CMD... : stdout -> $T_DIR/.out, stderr -> $T_DIR/.err, status -> RC
 	"$@" >"$T_DIR/.out" 2>"$T_DIR/.err"
 	RC=$?
+	((RC == 0)) && _is_mount_command "$@" && check_views_transport
+	return 0
 }
 
 assert_ok() { # CMD...: succeeds
@@ -383,19 +385,46 @@ sfs_mount() {
 	"$STRICTFS" mount "$@"
 	rc=$?
 	((rc == 0)) && view_pid "$mp" >/dev/null
-	((rc == 0)) && [[ -n ${SFS_TEST_TRANSPORT:-} ]] && _check_transport "$mp"
+	((rc == 0)) && check_views_transport
 	return "$rc"
 }
 
-_transport_known() { [[ $(view_field "$1" .transport.kind) != "" && $(view_field "$1" .transport.why_not) != "the kernel has not started the connection yet" ]]; }
+# check_views_transport: under test/run --transport, every view of this test that a daemon
+# serves (its mountpoint under T_DIR, in any mount namespace, however it was mounted: strictfs
+# mount, mount -t strictfs, mount.strictfs, fstab) takes its requests through
+# SFS_TEST_TRANSPORT; dies naming the first that does not. The assertions run it after every
+# mount command they see succeed, and the cleanup for the views still there at the end.
+check_views_transport() {
+	local bad
+	bad=$(_views_off_transport) || die "$bad"
+}
 
-_check_transport() { # MOUNTPOINT
-	local kind
-	stat "$1" >/dev/null 2>&1 # the kernel's INIT has been answered once a request is
-	wait_until 10 _transport_known "$1"
-	kind=$(view_field "$1" .transport.kind)
-	[[ $kind == "$SFS_TEST_TRANSPORT" ]] ||
-		die "view $1 is served through ${kind:-?} ($(view_field "$1" .transport.why_not)), not $SFS_TEST_TRANSPORT"
+# _views_off_transport: prints the first view of this test served another way than the run asked,
+# and fails; waits up to 10 s for a view whose connection the kernel has not started yet.
+_views_off_transport() {
+	[[ -n ${SFS_TEST_TRANSPORT:-} && -n ${T_DIR:-} ]] || return 0
+	local i out
+	for ((i = 0; i < 100; i++)); do
+		out=$(sq --arg d "$T_DIR/" --arg want "$SFS_TEST_TRANSPORT" '
+			[.daemons[]?.views[]? | select(.mountpoint | startswith($d))
+				| select(.transport.kind != $want or (.transport.why_not // "" | test("not started")))
+				| "view \(.mountpoint) (\(.mount_ns)) is served through \(.transport.kind // "?")"
+				  + " (\(.transport.why_not // "")), not \($want)"] | .[0] // empty')
+		[[ -z $out ]] && return 0
+		[[ $out == *"has not started the connection yet"* ]] || break
+		sleep 0.1
+	done
+	echo "$out"
+	return 1
+}
+
+# _is_mount_command CMD...: CMD mounts (strictfs mount, mount(8), mount.strictfs, ns_exec ... mount)
+_is_mount_command() {
+	local w
+	for w in "$@"; do
+		[[ $w == mount || $w == */mount.strictfs || $w == */mount.fuse.strictfs ]] && return 0
+	done
+	return 1
 }
 
 # noacl_and_acl_views NAME: a fresh source (IMG, LOOP) with a noacl view A and an acl view B.
@@ -738,12 +767,12 @@ _our_daemon_pids() {
 				or ((.backing.loop // "") as $l | any($loops[]; . == $l))
 				or any(.views[]?; (.mountpoint // "") | startswith($d))) | .pid' 2>/dev/null
 		for p in $(_strictfs_procs); do
-			tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF "$T_DIR/" && echo "$p"
+			tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | grep -qF "$T_DIR/" && echo "$p"
 		done
 	} | grep -E '^[0-9]+$' | sort -un | grep -vx -e "$$" -e "$BASHPID"
 }
 
-is_keeper() { [[ $(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null) == *" __keeper "* ]]; }
+is_keeper() { [[ $(tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline") == *" __keeper "* ]]; }
 
 keeper_of() { # DAEMON_PID -> the pid of its keeper (a child running "strictfs __keeper")
 	local c
@@ -797,6 +826,10 @@ t_cleanup() {
 	_T_CLEANED=1
 	cd / || true
 	local problems=0 pid dev left
+	if ! left=$(_views_off_transport); then
+		log "FAIL $left [cleanup]"
+		problems=1
+	fi
 	_umount_under_tdir
 	_stop_ns_holders
 	for pid in $(_our_daemon_pids); do _stop_pid "$pid"; done
@@ -844,7 +877,7 @@ source_key() {
 daemon_procs() { # KEY: pids of strictfs daemons serving KEY
 	local p
 	for p in $(_strictfs_procs); do
-		[[ $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) == "strictfs __daemon $1 "* ]] && echo "$p"
+		[[ $(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline") == "strictfs __daemon $1 "* ]] && echo "$p"
 	done
 }
 
