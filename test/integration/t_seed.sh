@@ -137,4 +137,34 @@ test_seed_teardown_releases_device() {
 	assert_ok wait_until 3 no_loop_for "$IMG"
 }
 
+# The README's first command: the demo shows what it says it shows, and leaves nothing behind.
+test_seed_demo_as_the_readme_runs_it() {
+	local out t loop
+	assert_ok timeout 120 "$STRICTFS" demo
+	out=$(cat "$T_DIR/.out" "$T_DIR/.err")
+	t=$(grep -o -m1 '/tmp/strictfs-demo\.[A-Za-z0-9]*' <<<"$out")
+	assert_ne "" "$t" "the demo names its temporary directory"
+	assert_eq "$t/k2 rw,relatime,nodelalloc" "$(grep -o "$t/k2 .*" <<<"$out" | tr -s ' ')" \
+		"the kernel alone: the second mount got the first one's nodelalloc"
+	assert_eq "setfacl: $t/a/file: Operation not supported" \
+		"$(grep -o "setfacl: $t/a/file: .*" <<<"$out")" "the noacl view refuses an ACL"
+	assert_eq "setfattr: $t/a/file: Operation not supported" \
+		"$(grep -o "setfattr: $t/a/file: .*" <<<"$out")" "the nouser_xattr view refuses a user xattr"
+	assert_eq 0 "$(grep -c "$t/b/file: Operation not supported" <<<"$out")" "the acl,user_xattr view refuses nothing"
+	assert_eq 1 "$(grep -cx '  user:nobody:r--' <<<"$out")" "the acl view shows the ACL entry"
+	assert_eq 1 "$(grep -cx '  user.colour="blue"' <<<"$out")" "the user_xattr view shows the xattr"
+	assert_eq "$t/a noacl,nouser_xattr,rw,bsddf" "$(grep -o "$t/a  *[a-z_,]*" <<<"$out" | tr -s ' ')" \
+		"status lists view a with its options"
+	assert_eq "$t/b acl,user_xattr,rw,bsddf" "$(grep -o "$t/b  *[a-z_,]*" <<<"$out" | tr -s ' ')" \
+		"status lists view b with its options"
+	assert_contains "$out" "(a plain mount of the device works again)" "teardown frees the device"
+	assert_ok test ! -e "$t"
+	loop=$(grep -o -m1 'The kernel alone, on /dev/loop[0-9]*' <<<"$out")
+	loop=${loop##* }
+	assert_ne "" "$loop" "the demo names its loop device"
+	assert_eq "" "$(awk -v t="$t/" 'index($2, t) == 1' /proc/self/mounts)" "nothing mounted under $t"
+	assert_eq "" "$(losetup -l -n -O NAME,BACK-FILE | grep -F "$t/")" "no loop device left on the demo's image"
+	assert_eq "" "$(daemon_procs "$(source_key "$loop")")" "no daemon left for $loop"
+}
+
 [[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"
