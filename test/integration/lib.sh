@@ -317,6 +317,13 @@ view_field() { # MOUNTPOINT JQ-PATH (e.g. .requested)
 	sq --arg m "$1" ".daemons[]?.views[]? | select(.mountpoint == \$m) | $2"
 }
 
+# requests_of MOUNTPOINT: the view's .requests in status, in REPLY; dies if it is not a number (a
+# missing field must not read as 0 and make a difference of two counts pass).
+requests_of() {
+	REPLY=$(view_field "$1" .requests)
+	[[ $REPLY =~ ^[0-9]+$ ]] || die "$1: .requests in status is '$REPLY', not a number"
+}
+
 daemon_field() { # MOUNTPOINT JQ-PATH: a field of the daemon serving MOUNTPOINT (e.g. .backing.mode)
 	sq --arg m "$1" ".daemons[]? | select(any(.views[]?; .mountpoint == \$m)) | $2"
 }
