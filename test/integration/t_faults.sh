@@ -111,6 +111,8 @@ test_faults_sigkill_under_write_load() {
 	view noacl "$LOOP" "$W"
 	pid=$(view_pid "$V")
 	assert_eq true "$(view_json "$W" | jq -r .data_path.passthrough)" "W's files go by passthrough"
+	# (the "no daemon left" below would pass with a lookup that finds nothing)
+	assert_eq "$pid" "$(daemon_procs "$(source_key "$LOOP")")" "daemon_procs finds the daemon"
 	start_writers "$V" "$W"
 	# the daemon and its keeper: nothing is left to take the views over (t_failover has the
 	# daemon alone killed)
@@ -119,7 +121,7 @@ test_faults_sigkill_under_write_load() {
 	# fail fast: the writer that needs the daemon ends with ENOTCONN, nothing hangs
 	writers_ended
 	# a request in flight when the connection dies gets ECONNABORTED, later ones ENOTCONN
-	assert_contains "ENOTCONN ECONNABORTED" "$(cat "$T_DIR/dw.out")" "the fsyncing writer failed fast"
+	assert_one_of "$(cat "$T_DIR/dw.out")" "the fsyncing writer failed fast" ENOTCONN ECONNABORTED
 	assert_fails_with "Transport endpoint is not connected" timeout 5 ls "$V"
 	assert_fails_with "Transport endpoint is not connected" timeout 5 stat -f "$W"
 	assert_ok timeout 10 "$STRICTFS" status
@@ -152,9 +154,10 @@ test_faults_dead_view_mount_and_umount() {
 	echo before >"$V/f"
 	assert_ok kill_daemon_for_good "$pid"
 	assert_ok wait_daemon_gone "$pid" 5
-	assert_fails timeout 5 cat "$V/f"
-	assert_contains "Transport endpoint is not connected|Software caused connection abort" \
-		"$(sed 's/.*: //' "$T_DIR/.err")" "the dead view fails at once (ENOTCONN or ECONNABORTED)"
+	# cat's own failure (1), not timeout's 124 for a hang
+	assert_exit 1 timeout 5 cat "$V/f"
+	assert_one_of "$(sed 's/.*: //' "$T_DIR/.err")" "the dead view fails at once (ENOTCONN or ECONNABORTED)" \
+		"Transport endpoint is not connected" "Software caused connection abort"
 	# right away (attributes still cached) and once the cache has expired
 	refused_here "^strictfs: $V: .*(umount -l|strictfs umount)" timeout 10 "$STRICTFS" mount "$IMG" "$V"
 	sleep 6
@@ -283,7 +286,7 @@ _socket_deleted() { # SOURCE
 	kill -STOP "$pid"
 	rm -f "$SFS_RUNDIR/$key.sock"
 	mkdir -p "$X"
-	refused_here "^strictfs: .*daemon $pid" timeout 20 "$STRICTFS" mount "$src" "$X"
+	refused_here "^strictfs: .*daemon ${pid}[^0-9]" timeout 20 "$STRICTFS" mount "$src" "$X"
 	kill -CONT "$pid"
 	assert_eq "$pid" "$(daemon_procs "$key" | tr '\n' ' ' | sed 's/ $//')" "no second daemon was started"
 	assert_ok wait_until 5 test -S "$SFS_RUNDIR/$key.sock"
