@@ -340,8 +340,10 @@ test_security_subdir_handles() {
 	assert_eq ESTALE "$got" "view: a native ext4 handle is stale in the view"
 	got=$(probe root open_handle "$S/inner" "$S")
 	log "view: a handle of the view's own file, opened on the view: $got"
-	assert_contains "ESTALE|OK in" "$got" "view: a handle of its own file opens it or is stale"
-	assert_not_contains "$(probe root open_handle "$S/inner" "$F")" SECRET "no secret via the full view"
+	assert_one_of "$got" "view: a handle of its own file opens it or is stale" ESTALE "OK in"
+	# (an error would hide what the handle reaches: the same file or stale, nothing else)
+	got=$(probe root open_handle "$S/inner" "$F")
+	assert_one_of "$got" "the view's handle, opened on the full view: its file, no secret" "OK in" ESTALE
 	assert_eq "$(probe sfs_alice open_handle "$RS/inner" "$RS")" "$(probe sfs_alice open_handle "$S/inner" "$S")" \
 		"unprivileged open_by_handle_at refused as natively"
 	assert_eq EPERM "$(probe sfs_alice open_handle "$S/inner" "$S")" "unprivileged: EPERM"
@@ -365,7 +367,8 @@ test_security_subdir_links_and_renames() {
 		assert_eq "$native" "$got" "alice ${c//@/} as natively ($native)"
 		assert_not_contains "$got" SECRET "alice ${c//@/}: nothing from outside subdir="
 	done
-	assert_eq "" "$(grep -rs OUTSIDE-SECRET "$S")" "no secret content under the view"
+	# exit 1: grep read the whole view and found nothing (2, an error, would hide a secret)
+	assert_exit 1 grep -r OUTSIDE-SECRET "$S"
 	# root acting on a symlink to outside: the daemon reaches it through its own descriptor
 	# (a magic link), which lands on the symlink and never follows it on
 	cases=("link @S/lnk @S/lnk2" "stat @S/lnk2" "setxattr @S/lnk trusted.s v" "listxattr @S/lnk"
@@ -384,15 +387,19 @@ test_security_subdir_links_and_renames() {
 # beside it. Natively (bind mount) ".." of a directory moved out of the mount's subtree is
 # ENOENT; the view's ".." stays the view root. Neither may show anything of the backing outside
 # sub but the moved directory itself.
-_walker() { # DIR SECONDS READY: loops inside DIR (READY made once inside); prints what it saw
-	"$PY" - "$1" "$2" "$3" <<'EOF'
+# _walker DIR SECONDS READY STOP: loops inside DIR (READY made once inside) until STOP exists;
+# prints what it saw. Exits 3 if SECONDS pass first: then the walk did not span the moves.
+_walker() {
+	"$PY" - "$1" "$2" "$3" "$4" <<'EOF'
 import os, sys, time
-d, t = sys.argv[1], float(sys.argv[2])
+d, t, stop = sys.argv[1], float(sys.argv[2]), sys.argv[4]
 os.chdir(d)
 open(sys.argv[3], "w").close()
 seen = set()
 end = time.time() + t
-while time.time() < end:
+while not os.path.exists(stop):
+    if time.time() > end:
+        sys.exit(3)
     for p in ("..", "../..", ".", "../secretdir", "../outside", "../../secretdir"):
         try:
             seen.update(os.listdir(p) if os.path.isdir(p) else [open(p).read().strip()])
@@ -406,18 +413,24 @@ test_security_subdir_dir_moved_out_while_inside() {
 	sec_subdir_setup
 	mkdir "$F/sub/room"
 	echo mine >"$F/sub/room/m"
-	local out i wpid
-	_walker "$S/room" 4 "$T_DIR/walk.ready" >"$T_DIR/walk.out" &
+	local out i wpid wrc moved=0
+	: >"$T_DIR/mv.err"
+	_walker "$S/room" 60 "$T_DIR/walk.ready" "$T_DIR/walk.stop" >"$T_DIR/walk.out" &
 	wpid=$!
 	wait_until 10 test -e "$T_DIR/walk.ready" || die "the walker did not get inside"
 	for ((i = 0; i < 150; i++)); do
-		mv "$F/sub/room" "$F/room_out" 2>/dev/null
-		mv "$F/room_out" "$F/sub/room" 2>/dev/null
+		mv "$F/sub/room" "$F/room_out" 2>>"$T_DIR/mv.err" && ((++moved))
+		mv "$F/room_out" "$F/sub/room" 2>>"$T_DIR/mv.err" && ((++moved))
 	done
+	touch "$T_DIR/walk.stop"
+	assert_eq 300 "$moved" "moved out of sub and back 150 times (mv: $(_short "$T_DIR/mv.err"))"
 	wait "$wpid"
+	wrc=$?
+	assert_eq 0 "$wrc" "the walker was inside all through the moves"
 	out=$(cat "$T_DIR/walk.out")
 	log "the walker saw: $(tr '\n' ' ' <"$T_DIR/walk.out")"
-	assert_contains "$out" "m" "the walker saw its own directory"
+	# a whole line (a name the walker listed), not the m of "room"
+	assert_eq m "$(grep -xF m <<<"$out")" "the walker saw its own directory"
 	assert_not_contains "$out" "OUTSIDE-SECRET" "no content from outside sub"
 	assert_not_contains "$out" "secretdir" "no names from outside sub"
 	assert_not_contains "$out" "$(basename "$T_DIR")" "no names above the mountpoint's parent"
@@ -432,21 +445,26 @@ test_security_symlink_swapped_for_directory() {
 	mkdir -m 0777 "$F/sub/x"
 	echo payload >"$F/sub/x/file"
 	ln -s ../secretdir "$F/sub/y"
-	local before wpid spid out
-	before=$(ls -A "$F/secretdir" | tr '\n' ' ')
-	"$PY" - "$F/sub/x" "$F/sub/y" 5 <<'EOF' &
+	local before wpid spid out created
+	before=$(ls -A "$F/secretdir") || die "ls $F/secretdir"
+	# prints how many exchanges succeeded, then the errors of those that failed
+	"$PY" - "$F/sub/x" "$F/sub/y" 5 >"$T_DIR/swapper.out" <<'EOF' &
 import ctypes, os, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
 a, b, t = sys.argv[1].encode(), sys.argv[2].encode(), float(sys.argv[3])
-end = time.time() + t
+end, n, errs = time.time() + t, 0, set()
 while time.time() < end:
-    libc.renameat2(-100, a, -100, b, 2)
+    if libc.renameat2(-100, a, -100, b, 2) == 0:
+        n += 1
+    else:
+        errs.add(os.strerror(ctypes.get_errno()))
+print(n, *sorted(errs))
 EOF
 	spid=$!
 	as_user "$SFS_ALICE" "$PY" - "$S" 5 >"$T_DIR/swap.out" 2>&1 <<'EOF' &
 import os, sys, time
 s, t = sys.argv[1], float(sys.argv[2])
-seen, n = set(), 0
+seen, n, created = set(), 0, 0
 end = time.time() + t
 while time.time() < end:
     n += 1
@@ -463,8 +481,9 @@ while time.time() < end:
             except OSError:
                 pass
         try:
-            fd = os.open(os.path.join(p, "new%d" % n), os.O_CREAT | os.O_WRONLY, 0o644)
+            fd = os.open(os.path.join(p, "new%d" % n), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             os.close(fd)
+            created += 1
         except OSError:
             pass
         try:
@@ -474,18 +493,27 @@ while time.time() < end:
         except OSError:
             pass
 print("\n".join(sorted(seen)))
+print("#created %d" % created)
 EOF
 	wpid=$!
 	wait "$wpid"
+	assert_eq 0 "$?" "the walker ran to its end"
 	wait "$spid"
-	out=$(cat "$T_DIR/swap.out")
-	log "the walker saw: $(tr '\n' ' ' <"$T_DIR/swap.out" | cut -c1-300)"
-	assert_contains "$out" payload "the walker reached the real directory"
+	assert_eq 0 "$?" "the swapper ran to its end"
+	log "swaps (and errors): $(cat "$T_DIR/swapper.out")"
+	assert_gt "$(awk '{ print $1 }' "$T_DIR/swapper.out")" 0 "x and y were exchanged while the walker ran"
+	created=$(sed -n 's/^#created //p' "$T_DIR/swap.out")
+	out=$(grep -v '^#created ' "$T_DIR/swap.out")
+	log "the walker saw: $(tr '\n' ' ' <<<"$out" | cut -c1-300)"
+	assert_gt "$created" 0 "the walker created files while x and y were exchanged"
+	# every file it made is in the real directory, whichever of x and y that is now
+	assert_eq "$created" "$(find "$F/sub" -name 'new*' -type f | wc -l)" "what the walker created is in sub"
+	assert_eq payload "$(grep -xF payload <<<"$out")" "the walker reached the real directory"
 	assert_not_contains "$out" OUTSIDE-SECRET "no content from behind the symlink"
-	assert_eq "$before" "$(ls -A "$F/secretdir" | tr '\n' ' ')" "nothing created behind the symlink"
-	assert_eq "" "$(find "$T_DIR" -maxdepth 2 -name 'new*' -not -path "$F/*" -not -path "$S/*" 2>/dev/null)" \
-		"nothing created in the daemon's own namespace"
-	assert_eq "" "$(ls "$T_DIR/secretdir" 2>/dev/null)" "nothing at the symlink's target as the host sees it"
+	assert_eq "$before" "$(ls -A "$F/secretdir")" "nothing created behind the symlink"
+	assert_ok find "$T_DIR" -maxdepth 2 -name 'new*' -not -path "$F/*" -not -path "$S/*"
+	assert_eq "" "$(cat "$T_DIR/.out")" "nothing created in the daemon's own namespace"
+	assert_ok test ! -e "$T_DIR/secretdir"
 }
 
 # ---- a name made between the kernel's lookup and its create --------------------------------
@@ -495,11 +523,13 @@ EOF
 # on what the daemon finds: it must not be opened with the noacl view's retry (root's file), nor
 # at all if it is not a regular file (a FIFO opened for reading blocks a worker for good, and
 # the view's other requests with it).
-_race_creator() { # DIR SECONDS file|fifo: makes and removes x (a 0600 file) or y (a FIFO)
+# _race_creator DIR SECONDS file|fifo: makes and removes x (a 0600 file) or y (a FIFO); prints
+# how many it made.
+_race_creator() {
 	"$PY" - "$1" "$2" "$3" <<'EOF'
 import os, sys, time
 d, t, kind = sys.argv[1], float(sys.argv[2]), sys.argv[3]
-end = time.time() + t
+end, made = time.time() + t, 0
 p = os.path.join(d, "x" if kind == "file" else "y")
 while time.time() < end:
     try:
@@ -509,12 +539,14 @@ while time.time() < end:
             fd = os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
             os.write(fd, b"SECRET")
             os.close(fd)
+        made += 1
     except OSError:
         pass
     try:
         os.unlink(p)
     except OSError:
         pass
+print(made)
 EOF
 }
 
@@ -540,10 +572,11 @@ test_security_create_races_another_view() {
 	mkdir -m 0777 "$B/pub"
 	chmod 0777 "$B/pub"
 	local V p pids=() i
-	_race_creator "$B/pub" 5 file &
+	_race_creator "$B/pub" 5 file >"$T_DIR/made.file" &
 	pids+=($!)
 	for V in "$A" "$B"; do
-		as_user "$SFS_ALICE" bash -c "$(declare -f _race_creator); PY=$PY; _race_creator '$V/pub' 5 fifo" &
+		as_user "$SFS_ALICE" bash -c "$(declare -f _race_creator); PY=$PY; _race_creator '$V/pub' 5 fifo" \
+			>"$T_DIR/made.fifo.${V##*/}" &
 		pids+=($!)
 	done
 	for V in "$A" "$B" "$A"; do
@@ -556,6 +589,11 @@ test_security_create_races_another_view() {
 	done
 	wait
 	log "openers saw: $(tr '\n' '|' <"$T_DIR/race.out")"
+	# the races happened: each creator made its file or FIFO over and over while the openers ran
+	assert_gt "$(cat "$T_DIR/made.file")" 0 "root made its 0600 file in $B/pub"
+	for V in "$A" "$B"; do
+		assert_gt "$(cat "$T_DIR/made.fifo.${V##*/}")" 0 "alice made her FIFO in $V/pub"
+	done
 	assert_not_contains "$(cat "$T_DIR/race.out")" SECRET "root's 0600 file never read by the racing caller"
 	assert_eq 3 "$(grep -c . "$T_DIR/race.out")" "every opener finished"
 	for V in "$A" "$B"; do
