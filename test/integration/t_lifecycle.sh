@@ -113,7 +113,7 @@ test_sigterm_unmounts_view_in_other_namespace() {
 	assert_ok kill -TERM "$PID"
 	assert_ok wait_daemon_gone "$PID" 10
 	assert_ok not_mounted "$A"
-	assert_ok wait_until 3 sh -c "! awk -v m='$N' '\$2 == m { f = 1 } END { exit !f }' /proc/$H/mounts"
+	assert_ok wait_until 3 sh -c "test -r /proc/$H/mounts && ! awk -v m='$N' '\$2 == m { f = 1 } END { exit !f }' /proc/$H/mounts"
 	assert_ok wait_until 3 no_loop_for "$IMG"
 }
 
@@ -202,19 +202,22 @@ test_control_socket_refuses_non_root() {
 
 test_control_socket_survives_garbage() {
 	two_image_views
-	local socks path typ
+	local socks path typ n=0
 	socks=$(daemon_sockets "$PID")
 	while read -r path typ; do
 		[[ $path == /run/strictfs/* ]] || continue
-		"$PY" - "$path" "$typ" <<'EOF'
+		n=$((n + 1))
+		_capture "$PY" - "$path" "$typ" <<'EOF'
 import os, socket, sys
 path, typ = sys.argv[1], int(sys.argv[2], 16)
 t = {1: socket.SOCK_STREAM, 2: socket.SOCK_DGRAM, 5: socket.SOCK_SEQPACKET}[typ]
+connected = 0
 for payload in [b"", b"\0" * 16, b"{bogus", b"\xff" * 4096, os.urandom(65536), b"x" * (1 << 20)]:
     s = socket.socket(socket.AF_UNIX, t)
     s.settimeout(3)
     try:
         s.connect(path)
+        connected += 1
         try:
             if t == socket.SOCK_STREAM:
                 s.sendall(payload)
@@ -228,8 +231,11 @@ for payload in [b"", b"\0" * 16, b"{bogus", b"\xff" * 4096, os.urandom(65536), b
         pass
     finally:
         s.close()
+print("connected %d of 6" % connected)
 EOF
+		assert_eq "0 connected 6 of 6" "$RC $(cat "$T_DIR/.out")" "$path: each garbage payload went over a connection"
 	done <<<"$socks"
+	assert_gt "$n" 0 "found the daemon's control socket"
 	assert_ok pid_alive "$PID"
 	assert_eq "$A $B" "$(daemon_views "$PID")" "daemon still answers status"
 	assert_ok sh -c "echo x > '$B/f'"
