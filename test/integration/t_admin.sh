@@ -55,39 +55,54 @@ test_admin_man_pages_lint() {
 	done
 }
 
-rendered() { LC_ALL=C.UTF-8 MANWIDTH=200 man -l "$1" 2>/dev/null | col -b; }
+# rendered PAGE: the page as man shows it, as plain text: no hyphenation (a word broken at the end
+# of a line is not found) and no justification (words one space apart), spaces not tabs.
+rendered() { LC_ALL=C.UTF-8 MANWIDTH=200 man --nh --nj -l "$1" 2>/dev/null | col -bx; }
+
+# section TEXT NAME: the lines of the section NAME of a rendered page, up to the next heading
+section() { awk -v s="$2" '/^[A-Z]/ { on = ($0 == s); next } on' <<<"$1"; }
+
+# long_options: the long options of the program's own help texts (strictfs, strictfs quota)
+long_options() {
+	{ "$STRICTFS" --help && "$STRICTFS" quota --help; } | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u
+}
 
 test_admin_man_pages_cover_cli() {
-	local page sec text o cmd
+	local page sec text o cmd opts vo
 	text=$(rendered "$SFS_REPO/doc/strictfs.8")
+	assert_contains "$(head -n1 <<<"$text")" "STRICTFS(8)" "strictfs(8) renders"
 	for sec in NAME SYNOPSIS DESCRIPTION COMMANDS OPTIONS "VIEW OPTIONS" FAILOVER \
 		"DIFFERENCES FROM NATIVE EXT4" "EXIT STATUS" FILES EXAMPLES "SEE ALSO"; do
 		assert_ok grep -qx "$sec" <<<"$text"
 	done
 	# every command and option of the program's own help
 	for cmd in mount umount status demo upgrade "quota set" "quota grace" "quota report" "quota check"; do
-		assert_contains "$text" "strictfs $cmd" "strictfs(8) shows 'strictfs $cmd'"
+		assert_word "$text" "strictfs $cmd" "strictfs(8) shows 'strictfs $cmd'"
 	done
-	for o in $("$STRICTFS" --help | grep -o -- '--[a-z]*' | sort -u); do
-		assert_contains "$text" "$o" "strictfs(8) documents $o"
+	opts=$(long_options)
+	assert_gt "$(wc -w <<<"$opts")" 10 "the help texts name their options"
+	for o in $opts; do
+		assert_word "$text" "$o" "strictfs(8) documents $o"
 	done
-	# every view option of contract §5
+	# every view option of contract §5, in the section VIEW OPTIONS
+	vo=$(section "$text" "VIEW OPTIONS")
 	for o in acl noacl user_xattr nouser_xattr casefold casefold=strict nocasefold quota \
 		usrquota grpquota noquota size= inodes= ro rw subdir= bsddf minixdf nosuid nodev \
 		noexec noatime nodiratime relatime strictatime nosymfollow cache=strict \
 		cache=writeback share=exclusive share=existing data= commit= errors=; do
-		assert_contains "$text" "$o" "strictfs(8) documents $o"
+		assert_word "$vo" "$o" "strictfs(8) documents $o under VIEW OPTIONS"
 	done
 	assert_contains "$text" "Unknown parameter 'noacl'" "says the kernel has no noacl"
 	assert_contains "$text" "stored spelling stays" "says what a case-only rename does (contract §5.3)"
 	assert_contains "$text" "share=existing cannot promise" "says what share=existing cannot promise"
 	text=$(rendered "$SFS_REPO/doc/mount.strictfs.8")
+	assert_contains "$(head -n1 <<<"$text")" "MOUNT.STRICTFS(8)" "mount.strictfs(8) renders"
 	for sec in FSTAB CONTAINERS "EXIT STATUS"; do
 		assert_ok grep -qx "$sec" <<<"$text"
 	done
-	assert_contains "$text" "x-systemd.requires=" "mount.strictfs(8) documents x-systemd.requires="
-	assert_contains "$text" "umount -a -t fuse.strictfs" "mount.strictfs(8) documents umount -a"
-	assert_contains "$text" "--namespace" "mount.strictfs(8) documents --namespace"
+	assert_word "$text" "x-systemd.requires=" "mount.strictfs(8) documents x-systemd.requires="
+	assert_word "$text" "umount -a -t fuse.strictfs" "mount.strictfs(8) documents umount -a"
+	assert_word "$text" "--namespace" "mount.strictfs(8) documents --namespace"
 }
 
 test_admin_documented_case_only_rename() {
@@ -157,8 +172,8 @@ test_admin_completion_commands_and_options() {
 	assert_eq umount "$(complete_line 'strictfs um')" "a command prefix"
 	assert_eq "$(printf '%s\n' set grace report check)" "$(complete_line 'strictfs quota ')" "quota subcommands"
 	got=$(complete_line 'strictfs mount -')
-	assert_contains "$got" --namespace "mount: --namespace"
-	assert_contains "$got" --options "mount: --options"
+	assert_ok grep -qx -- --namespace <<<"$got"
+	assert_ok grep -qx -- --options <<<"$got"
 	assert_eq "$(printf '%s\n' acl,casefold acl,casefold=strict)" \
 		"$(complete_line 'strictfs mount -o acl,casef')" "-o: the last item of a comma list"
 	assert_eq "$(printf '%s\n' strict writeback)" "$(complete_line 'strictfs mount -o ro,cache=')" \
@@ -169,6 +184,7 @@ test_admin_completion_commands_and_options() {
 	assert_ok grep -qx root <(complete_line 'strictfs quota set /dev/sdb1 -u roo')
 	assert_ok grep -qx -- --bhard <(complete_line 'strictfs quota set /dev/sdb1 --bh')
 	# every option strictfs knows is offered after -o, and nothing it does not know
+	assert_gt "$(known_options | wc -l)" 40 "the option table of src/options.c is read"
 	got=$(bash --norc -c 'source "$1"; _strictfs_view_options' _ "$COMPLETION" | sed 's/=.*//' | sort -u)
 	for o in $(known_options); do
 		[[ " $NOT_VIEW_OPTIONS " == *" $o "* ]] && continue
