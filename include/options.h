@@ -14,7 +14,11 @@ enum sfs_casefold { SFS_CASEFOLD_OFF, SFS_CASEFOLD_ON, SFS_CASEFOLD_STRICT };
 enum sfs_atime { SFS_ATIME_RELATIME, SFS_ATIME_NOATIME, SFS_ATIME_STRICT };
 
 #define SFS_MAX_SB_OPTS 32
+/* An option list, with its NUL: what the kernel takes as mount(2) data (a page). Longer lists
+ * are refused by name at every step (CLI, helper, control message, daemon), never cut. */
 #define SFS_OPTSTR_MAX 4096
+/* The effective options of a view: at most the requested ones respelled, plus the defaults. */
+#define SFS_EFFECTIVE_MAX (SFS_OPTSTR_MAX + 256)
 
 /* A superblock-only ext4 option: key names the family (barrier, data, ...), value the
  * setting ("0"/"1" for flags), text how the user spelled it. */
@@ -47,6 +51,11 @@ struct sfs_opts {
 	struct sfs_sb_opt sb[SFS_MAX_SB_OPTS];
 	char requested[SFS_OPTSTR_MAX]; /* as given, for status */
 };
+
+/* Appends one more -o list to the list in dst (SFS_OPTSTR_MAX bytes), comma-separated, as
+ * mount(8) joins repeated -o. Returns 0, or -E2BIG with the one-line refusal naming the
+ * limit in err (dst then unchanged): a list is never cut. */
+int sfs_opts_join(char *dst, const char *more, char *err, size_t errlen);
 
 /* Parses a mount option string into o (defaults first). Returns 0, or -EINVAL with the
  * one-line error naming the option in err. */

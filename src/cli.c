@@ -403,7 +403,7 @@ static int cmd_mount(int argc, char **argv)
 		{"namespace", required_argument, NULL, 'N'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}};
-	char options[SFS_OPTSTR_MAX] = "";
+	char options[SFS_OPTSTR_MAX] = "", err[ERRLEN];
 	const char *ns = NULL;
 	bool verbose = false;
 	int c;
@@ -417,10 +417,10 @@ static int cmd_mount(int argc, char **argv)
 			ns = optarg;
 			break;
 		case 'o':
-			if (*options && !sfs_list_append(options, sizeof(options), optarg))
-				return usage_error("%s: option list too long", "-o");
-			if (!*options)
-				sfs_strlcpy(options, optarg, sizeof(options));
+			if (sfs_opts_join(options, optarg, err, sizeof(err))) {
+				print_err(err);
+				return SFS_EXIT_FAIL;
+			}
 			break;
 		case 'v':
 			verbose = true;

@@ -305,7 +305,7 @@ static bool add_view_fds_ok(const struct sfs_msg *req)
 
 static void log_view(const struct sfs_daemon *d, const char *what, const struct sfs_view *v)
 {
-	char opts[SFS_OPTSTR_MAX];
+	char opts[SFS_EFFECTIVE_MAX];
 
 	syslog(LOG_INFO, "%s: %s %s (-o %s) with %s", d->source, what, v->mountpoint,
 	       v->opts.requested, sfs_opts_format(&v->opts, opts, sizeof(opts)));

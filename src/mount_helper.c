@@ -17,7 +17,8 @@
 
 int sfs_mount_helper_main(int argc, char **argv)
 {
-	const char *options = "", *ns = NULL;
+	char options[SFS_OPTSTR_MAX] = "", err[512];
+	const char *ns = NULL;
 	bool verbose = false, fake = false;
 	int c;
 
@@ -29,7 +30,10 @@ int sfs_mount_helper_main(int argc, char **argv)
 	while ((c = getopt(argc, argv, "sfnvo:t:N:")) != -1) {
 		switch (c) {
 		case 'o':
-			options = optarg;
+			if (sfs_opts_join(options, optarg, err, sizeof(err))) {
+				fprintf(stderr, "%s\n", err);
+				return MNT_EX_USAGE;
+			}
 			break;
 		case 'v':
 			verbose = true;

@@ -439,6 +439,11 @@ static int check_combinations(const struct sfs_opts *o, char *err, size_t errlen
 	return 0;
 }
 
+static void too_long(char *err, size_t errlen)
+{
+	sfs_errf(err, errlen, "-o", "the option list is longer than %d bytes", SFS_OPTSTR_MAX - 1);
+}
+
 /* Applies an option string onto o, whatever o held before. */
 static int apply(struct sfs_opts *o, const char *optstr, char *err, size_t errlen)
 {
@@ -448,7 +453,7 @@ static int apply(struct sfs_opts *o, const char *optstr, char *err, size_t errle
 	char *next;
 
 	if (!sfs_strlcpy(copy, optstr ? optstr : "", sizeof(copy))) {
-		sfs_errf(err, errlen, "-o", "option string too long");
+		too_long(err, errlen);
 		return -EINVAL;
 	}
 	next = copy;
@@ -480,6 +485,14 @@ static int apply(struct sfs_opts *o, const char *optstr, char *err, size_t errle
 	}
 	finish_flags(o);
 	return check_combinations(o, err, errlen);
+}
+
+int sfs_opts_join(char *dst, const char *more, char *err, size_t errlen)
+{
+	if (!*more || sfs_list_append(dst, SFS_OPTSTR_MAX, more))
+		return 0;
+	too_long(err, errlen);
+	return -E2BIG;
 }
 
 int sfs_opts_parse(const char *optstr, struct sfs_opts *o, char *err, size_t errlen)
@@ -534,8 +547,18 @@ int sfs_opts_remount(const struct sfs_opts *cur, const char *optstr, struct sfs_
 	o->remount = false;
 	if ((rc = unchangeable(cur, o, err, errlen)))
 		return rc;
+	/* what was asked, mount then remounts; once that no longer fits, what was in force
+	 * (respelled) and then this remount: never a history cut short */
 	sfs_strlcpy(requested, cur->requested, sizeof(requested));
-	sfs_list_append(requested, sizeof(requested), optstr);
+	if (!sfs_list_append(requested, sizeof(requested), optstr)) {
+		char effective[SFS_EFFECTIVE_MAX];
+		sfs_opts_format(cur, effective, sizeof(effective));
+		if (!sfs_strlcpy(requested, effective, sizeof(requested)) ||
+		    !sfs_list_append(requested, sizeof(requested), optstr)) {
+			too_long(err, errlen);
+			return -EINVAL;
+		}
+	}
 	sfs_strlcpy(o->requested, requested, sizeof(o->requested));
 	return 0;
 }

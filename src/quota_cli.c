@@ -2,6 +2,7 @@
  * daemon's quota ledger. Limits of users and groups live on the backing; a view's own limits
  * are its size= and inodes= options, so `--view` is a remount of that view. */
 #include "cli.h"
+#include "options.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -87,15 +88,28 @@ static bool parse_id(const char *s, bool group, uint32_t *id)
 	return true;
 }
 
+/* One NAME=VALUE more on a remount's option list; false, with the refusal printed, if it
+ * would not fit (a limit is never cut short). */
+static bool add_limit(char *opts, const char *name, const char *value)
+{
+	char item[SFS_OPTSTR_MAX + 16], err[512];
+
+	if (!value)
+		return true;
+	snprintf(item, sizeof(item), "%s=%s", name, value);
+	if (!sfs_opts_join(opts, item, err, sizeof(err)))
+		return true;
+	fprintf(stderr, "%s\n", err);
+	return false;
+}
+
 /* --view: the view's limits are its options; `remount,size=N,inodes=N` sets them live. */
 static int set_view(const char *mp, const char *bhard, const char *ihard)
 {
-	char opts[256] = "remount";
+	char opts[SFS_OPTSTR_MAX] = "remount";
 
-	if (bhard)
-		snprintf(opts + strlen(opts), sizeof(opts) - strlen(opts), ",size=%s", bhard);
-	if (ihard)
-		snprintf(opts + strlen(opts), sizeof(opts) - strlen(opts), ",inodes=%s", ihard);
+	if (!add_limit(opts, "size", bhard) || !add_limit(opts, "inodes", ihard))
+		return SFS_EXIT_FAIL;
 	return sfs_cli_remount(mp, opts) ? SFS_EXIT_FAIL : SFS_EXIT_OK;
 }
 

@@ -54,7 +54,7 @@ static json_object *transport_json(struct sfs_view *v)
 static json_object *view_json(const struct sfs_view *v)
 {
 	json_object *o = json_object_new_object(), *opts = json_object_new_object();
-	char ns[48], effective[SFS_OPTSTR_MAX];
+	char ns[48], effective[SFS_EFFECTIVE_MAX];
 
 	json_object_object_add(o, "mountpoint", json_object_new_string(v->mountpoint));
 	json_object_object_add(o, "requested", json_object_new_string(v->opts.requested));

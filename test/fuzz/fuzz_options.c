@@ -1,6 +1,8 @@
-/* Fuzzes the view option parser (sfs_opts_parse, sfs_opts_remount). The input is an option
- * string, optionally followed by '\n' and a remount option string. Beyond not crashing, the
- * harness checks: errors are one "strictfs: " line; an accepted string parses the same twice,
+/* Fuzzes the view options' path from the command line (sfs_opts_join, as the CLI and the
+ * helper join repeated -o) to the parser (sfs_opts_parse, sfs_opts_remount). The input is
+ * one or more -o lists separated by '\x1f', optionally followed by '\n' and a remount option
+ * string. Beyond not crashing, the harness checks: the lists are joined whole or refused with
+ * one line naming the limit, never cut; errors are one "strictfs: " line; an accepted string parses the same twice,
  * its result is normalised (subdir, flags), and its options serialised back to a string parse
  * to the same result (superblock options included); a remount keeps what cannot change live,
  * and applying it twice is the same as once. */
@@ -149,9 +151,40 @@ static void check_remount(const struct sfs_opts *cur, const char *optstr)
 	FUZZ_CHECK(rc == 0 && same_meaning(cur, &none, false), "an empty remount changed options");
 }
 
+/* Joins the -o lists of in (separated by '\x1f') as the CLI does into joined. False if the
+ * join was refused, which must be because the whole would not fit. */
+static bool join_lists(char *in, char *joined)
+{
+	char err[ERRLEN] = "", want[2 * SFS_OPTSTR_MAX] = "";
+	size_t whole = 0;
+
+	joined[0] = '\0';
+	for (char *list = in, *next; list; list = next) {
+		if ((next = strchr(list, '\x1f')))
+			*next++ = '\0';
+		if (!*list)
+			continue; /* mount(8) too adds nothing for an empty -o */
+		whole += strlen(list) + (whole > 0);
+		if (whole < sizeof(want)) {
+			if (*want)
+				strcat(want, ",");
+			strcat(want, list);
+		}
+		if (sfs_opts_join(joined, list, err, sizeof(err))) {
+			FUZZ_CHECK(whole >= SFS_OPTSTR_MAX, "a list of %zu bytes refused: %s", whole, err);
+			FUZZ_CHECK(!strncmp(err, "strictfs: -o: ", 14) && !strchr(err, '\n'),
+			           "join refusal is not one line naming -o: '%s'", err);
+			return false;
+		}
+	}
+	FUZZ_CHECK(!strcmp(joined, want), "the joined list '%s' is not every list in order", joined);
+	return true;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct sfs_opts o;
+	static char joined[SFS_OPTSTR_MAX];
 	char *in = malloc(size + 1), *nl, *second = NULL;
 	char err[ERRLEN] = "";
 	int rc;
@@ -164,14 +197,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		*nl = '\0';
 		second = nl + 1;
 	}
-	rc = sfs_opts_parse(in, &o, err, sizeof(err));
+	if (!join_lists(in, joined))
+		goto out;
+	rc = sfs_opts_parse(joined, &o, err, sizeof(err));
 	if (rc) {
 		check_error(rc, err, "parse");
 	} else {
-		check_accepted(&o, in);
+		check_accepted(&o, joined);
 		if (second)
 			check_remount(&o, second);
 	}
+out:
 	free(in);
 	return 0;
 }

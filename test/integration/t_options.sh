@@ -437,4 +437,52 @@ test_status_shows_every_option() {
 	done
 }
 
+# ---- long option lists (never cut: what follows the cut would be dropped in silence) -----------
+
+_a_run() { head -c "$1" /dev/zero | tr '\0' a; } # N: a string of N a's
+
+test_long_option_lists_never_cut() {
+	new_source long
+	local V=$T_DIR/v fits
+	mkdir -p "$V"
+	# 4096 bytes with ",ro,nosuid": one byte too many for the kernel's page of mount data
+	assert_refused "-o: the option list is longer than 4095 bytes" \
+		"$STRICTFS" mount -o "comment=$(_a_run 4078),ro,nosuid" "$LOOP" "$V"
+	assert_refused "-o: the option list is longer than 4095 bytes" \
+		"$STRICTFS" mount -o "comment=$(_a_run 4078)" -o ro,nosuid "$LOOP" "$V"
+	assert_refused "-o: the option list is longer than 4095 bytes" \
+		"$MOUNT_HELPER" "$LOOP" "$V" -o "comment=$(_a_run 4078),ro,nosuid"
+	# 4095 bytes: taken whole, the options after the comment in force
+	fits="comment=$(_a_run 4077),ro,nosuid"
+	assert_eq 4095 "${#fits}" "the list that fits is 4095 bytes"
+	mount_view -o "comment=$(_a_run 4077)" -o ro,nosuid "$LOOP" "$V"
+	assert_ok has_mount_opt "$V" ro
+	assert_ok has_mount_opt "$V" nosuid
+	assert_eq true "$(view_opt "$V" ro)" "status: ro"
+	assert_eq nosuid "$(view_opt "$V" mount_flags)" "status: nosuid"
+	assert_eq "$fits" "$(view_field "$V" .requested)" "status: requested whole"
+	assert_fails_with "Read-only file system" touch "$V/f"
+	assert_ok sfs_umount "$V"
+}
+
+# The requested history of a view grows with each remount; once it would pass the limit it
+# starts again from the options in force, and a remount is never refused or cut for it.
+test_remount_history_never_cut() {
+	new_source hist
+	local V=$T_DIR/v i
+	view noacl "$LOOP" "$V"
+	for ((i = 0; i < 3; i++)); do
+		assert_ok "$STRICTFS" mount -o "remount,comment=$(_a_run 1500),nouser_xattr" "$V"
+	done
+	assert_eq false "$(view_opt "$V" user_xattr)" "nouser_xattr in force"
+	assert_ok "$STRICTFS" mount -o "remount,comment=$(_a_run 3000),ro" "$V"
+	assert_eq true "$(view_opt "$V" ro)" "ro in force after the history was full"
+	assert_eq "noacl,nouser_xattr,rw,bsddf,remount,comment=$(_a_run 3000),ro" \
+		"$(view_field "$V" .requested)" "requested: what was in force, then the last remount"
+	assert_fails_with "Read-only file system" touch "$V/f"
+	assert_refused "-o: the option list is longer than 4095 bytes" \
+		"$STRICTFS" mount -o "remount,comment=$(_a_run 4090),rw" "$V"
+	assert_eq true "$(view_opt "$V" ro)" "a refused remount changes nothing"
+}
+
 [[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"
