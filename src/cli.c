@@ -80,26 +80,88 @@ static int ensure_rundir(char *err, size_t errlen)
 	return 0;
 }
 
-/* The FUSE mount of a view, made here in the caller's namespace (contract §6), or in ns: /dev/fuse
- * is opened before entering it, since a container may have none. */
+static void mount_attr_of(unsigned long ms, struct mount_attr *a)
+{
+	static const struct { unsigned long ms; unsigned long long attr; } map[] = {
+		{MS_RDONLY, MOUNT_ATTR_RDONLY}, {MS_NOSUID, MOUNT_ATTR_NOSUID},
+		{MS_NODEV, MOUNT_ATTR_NODEV}, {MS_NOEXEC, MOUNT_ATTR_NOEXEC},
+		{MS_NOSYMFOLLOW, MOUNT_ATTR_NOSYMFOLLOW}, {MS_NODIRATIME, MOUNT_ATTR_NODIRATIME}};
+
+	memset(a, 0, sizeof(*a));
+	for (size_t i = 0; i < ARRAY_SIZE(map); i++) {
+		if (ms & map[i].ms)
+			a->attr_set |= map[i].attr;
+		else
+			a->attr_clr |= map[i].attr;
+	}
+	a->attr_clr |= MOUNT_ATTR__ATIME;
+	a->attr_set |= ms & MS_NOATIME ? MOUNT_ATTR_NOATIME
+	             : ms & MS_STRICTATIME ? MOUNT_ATTR_STRICTATIME : MOUNT_ATTR_RELATIME;
+}
+
+/* The view's FUSE superblock, always read-write: ro, like nosuid and the atime rule, is a
+ * flag of the view's mount, which a remount changes (mount_setattr). On a read-only
+ * superblock a later remount,rw would change the mount and every write would still fail.
+ * Returns the detached mount's descriptor, carrying the view's flags from the start. */
+static int make_view_mount(const char *source, int fuse_fd, const struct sfs_opts *o, char *err,
+                           size_t errlen)
+{
+	static const char *const flags[] = {"allow_other", "default_permissions"};
+	const char *const strings[][2] = {{"source", source}, {"subtype", "strictfs"},
+	                                  {"rootmode", "40000"}, {"user_id", "0"},
+	                                  {"group_id", "0"}};
+	struct mount_attr attr;
+	char fd[16];
+	int fs = fsopen("fuse", FSOPEN_CLOEXEC), mnt = -1;
+
+	if (fs < 0) {
+		sfs_errf(err, errlen, "fuse", "fsopen: %s", strerror(errno));
+		return -1;
+	}
+	snprintf(fd, sizeof(fd), "%d", fuse_fd);
+	for (size_t i = 0; i < ARRAY_SIZE(strings); i++)
+		if (fsconfig(fs, FSCONFIG_SET_STRING, strings[i][0], strings[i][1], 0) < 0)
+			goto fail;
+	for (size_t i = 0; i < ARRAY_SIZE(flags); i++)
+		if (fsconfig(fs, FSCONFIG_SET_FLAG, flags[i], NULL, 0) < 0)
+			goto fail;
+	mount_attr_of(o->mount_flags, &attr);
+	if (fsconfig(fs, FSCONFIG_SET_STRING, "fd", fd, 0) < 0 ||
+	    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0 ||
+	    (mnt = fsmount(fs, FSMOUNT_CLOEXEC, attr.attr_set)) < 0)
+		goto fail;
+	close(fs);
+	return mnt;
+fail:
+	sfs_errf(err, errlen, source, "cannot make the view's FUSE mount: %s", strerror(errno));
+	close(fs);
+	return -1;
+}
+
+/* The FUSE mount of a view, attached here in the caller's namespace (contract §6), or in ns:
+ * /dev/fuse is opened and the mount made before entering it, since a container may have no
+ * /dev/fuse. */
 static int mount_view(const char *source, const char *mp, const struct sfs_opts *o, int *fuse_fd,
                       struct sfs_mntns *ns, char *err, size_t errlen)
 {
-	char data[256];
-	int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC), r, e;
+	int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC), mnt, r, e;
 
 	if (fd < 0) {
 		sfs_errf(err, errlen, "/dev/fuse", "%s", strerror(errno));
 		return -1;
 	}
-	snprintf(data, sizeof(data),
-	         "fd=%d,rootmode=40000,user_id=0,group_id=0,allow_other,default_permissions", fd);
-	if (sfs_mntns_enter(ns, err, errlen)) {
+	if ((mnt = make_view_mount(source, fd, o, err, errlen)) < 0) {
 		close(fd);
 		return -1;
 	}
-	r = mount(source, mp, "fuse.strictfs", o->mount_flags, data);
+	if (sfs_mntns_enter(ns, err, errlen)) {
+		close(mnt);
+		close(fd);
+		return -1;
+	}
+	r = move_mount(mnt, "", AT_FDCWD, mp, MOVE_MOUNT_F_EMPTY_PATH);
 	e = errno;
+	close(mnt);
 	if (sfs_mntns_leave(ns, err, errlen)) {
 		if (!r && !sfs_mntns_enter(ns, NULL, 0))
 			umount2(mp, MNT_DETACH);
@@ -200,25 +262,6 @@ static int check_mountpoint(const char *mp, char *real, char *err, size_t errlen
 		return -1;
 	}
 	return 0;
-}
-
-static void mount_attr_of(unsigned long ms, struct mount_attr *a)
-{
-	static const struct { unsigned long ms; unsigned long long attr; } map[] = {
-		{MS_RDONLY, MOUNT_ATTR_RDONLY}, {MS_NOSUID, MOUNT_ATTR_NOSUID},
-		{MS_NODEV, MOUNT_ATTR_NODEV}, {MS_NOEXEC, MOUNT_ATTR_NOEXEC},
-		{MS_NOSYMFOLLOW, MOUNT_ATTR_NOSYMFOLLOW}, {MS_NODIRATIME, MOUNT_ATTR_NODIRATIME}};
-
-	memset(a, 0, sizeof(*a));
-	for (size_t i = 0; i < ARRAY_SIZE(map); i++) {
-		if (ms & map[i].ms)
-			a->attr_set |= map[i].attr;
-		else
-			a->attr_clr |= map[i].attr;
-	}
-	a->attr_clr |= MOUNT_ATTR__ATIME;
-	a->attr_set |= ms & MS_NOATIME ? MOUNT_ATTR_NOATIME
-	             : ms & MS_STRICTATIME ? MOUNT_ATTR_STRICTATIME : MOUNT_ATTR_RELATIME;
 }
 
 static int remount_call(const char *key, const char *mp, const char *options, bool check,

@@ -41,6 +41,48 @@ test_ro_view_refuses_every_change() {
 	assert_ok test -e "$R/new"
 }
 
+# super_opts MOUNTPOINT: the superblock options of the top mount there (mountinfo's last field)
+super_opts() { awk -v m="$1" '$5 == m { o = $NF } END { print o }' /proc/self/mountinfo; }
+
+# A ro view is ro on its mount, never on its superblock, so a remount can make it writable, as
+# natively: mount -o ro, then remount,rw writes (by strictfs mount and by mount(8)).
+test_ro_view_becomes_writable_by_remount() {
+	local V=$T_DIR/v REF=$T_DIR/ref
+	# native: a read-write loop device (mount -o ro,loop would attach it read-only)
+	mkimg ref
+	attach_loop "$REPLY"
+	mkdir -p "$REF"
+	need mount -o ro "$REPLY" "$REF"
+	new_source rorw
+	assert_fails_with "Read-only file system" touch "$REF/x"
+	assert_ok mount -o remount,rw "$REF"
+	assert_ok touch "$REF/x"
+	view ro "$LOOP" "$V"
+	assert_ok has_mount_opt "$V" ro
+	assert_eq rw "$(super_opts "$V" | cut -d, -f1)" "the view's superblock is read-write"
+	assert_fails_with "Read-only file system" touch "$V/x"
+	assert_ok "$STRICTFS" mount -o remount,rw "$V"
+	assert_ok has_mount_opt "$V" rw
+	assert_eq false "$(view_opt "$V" ro)" "status: rw"
+	assert_ok touch "$V/x"
+	assert_ok sh -c "echo data > '$V/x'"
+	assert_ok "$STRICTFS" mount -o remount,ro "$V"
+	assert_fails_with "Read-only file system" touch "$V/y"
+	assert_eq data "$(cat "$V/x")" "what was written is there"
+}
+
+test_ro_view_remount_rw_via_mount_8() { with_mount_helper _ro_rw_body; }
+_ro_rw_body() {
+	new_source rorw8
+	local V=$T_DIR/v
+	mkdir -p "$V"
+	assert_ok mount -t strictfs -o ro "$LOOP" "$V"
+	assert_fails_with "Read-only file system" touch "$V/x"
+	assert_ok mount -o remount,rw "$V"
+	assert_ok has_mount_opt "$V" rw
+	assert_ok touch "$V/x"
+}
+
 # ---- subdir ---------------------------------------------------------------------------------
 
 subdir_setup() {
