@@ -12,14 +12,11 @@
 
 #include "options.h"
 
-/* A clone of the backing mount with other per-mount flags (see sfs_backing_flavour). */
-struct sfs_flavour {
-	unsigned attrs;            /* MOUNT_ATTR_* set on the clone */
-	int tree_fd;               /* the detached clone (open_tree) */
+/* A view's clone of the backing mount, with the view's per-mount flags (sfs_backing_clone). */
+struct sfs_clone {
+	int tree_fd;               /* the detached clone (open_tree), whose flags are set */
 	int fd;                    /* its root opened for real: a mount fd for open_by_handle_at */
 };
-
-#define SFS_MAX_FLAVOURS 8
 
 struct sfs_backing {
 	int root_fd;               /* the backing's root directory (a detached mount, noatime) */
@@ -36,9 +33,6 @@ struct sfs_backing {
 	char options[1024];        /* effective super options, read back from the kernel */
 	char uuid[64];
 	char existing_at[PATH_MAX]; /* share=existing: the mount served */
-	pthread_mutex_t flavours_lock;
-	size_t nflavours;
-	struct sfs_flavour flavours[SFS_MAX_FLAVOURS];
 };
 
 /* Sets up the backing of source (a block device or image file) for the first view's
@@ -47,14 +41,21 @@ struct sfs_backing {
 int sfs_backing_open(struct sfs_backing *b, const char *source, bool source_is_file,
                      const struct sfs_opts *o, char *err, size_t errlen);
 
-/* A mount fd (for open_by_handle_at) of a clone of the backing whose per-mount flags are
- * MOUNT_ATTR_NOATIME, _STRICTATIME, _RELATIME (0), _NODIRATIME and _RDONLY as in attrs. A
- * view opens its files and directories through the clone with its own flags, so the kernel
- * applies the view's atime rule and ro to every access exactly as on a native mount, while the
- * backing itself is noatime and the daemon's own reads (scans, fold indexes) change nothing.
- * Clones are made once per set of flags and live as long as the backing. Returns the fd, or
- * -errno. */
-int sfs_backing_flavour(struct sfs_backing *b, unsigned attrs);
+/* A new clone of the backing mount for one view, with the per-mount flags in attrs
+ * (MOUNT_ATTR_NOATIME, _STRICTATIME, _RELATIME (0), _NODIRATIME, _RDONLY). The view opens its
+ * files and directories through it, so the kernel applies the view's atime rule and ro to
+ * every access exactly as on a native mount, while the backing itself is noatime and the
+ * daemon's own reads (scans, fold indexes) change nothing. Returns 0 or -errno. */
+int sfs_backing_clone(const struct sfs_backing *b, unsigned attrs, struct sfs_clone *c);
+
+/* Changes a clone's flags in place: files open through it follow at once, as on a native
+ * remount. Returns 0 or -errno (EBUSY: going read-only with files open for writing). */
+int sfs_backing_clone_set(const struct sfs_clone *c, unsigned attrs);
+
+/* Whether c is a clone of the backing b (a successor's check of a recorded one). */
+bool sfs_backing_clone_valid(const struct sfs_backing *b, const struct sfs_clone *c);
+
+void sfs_backing_clone_close(struct sfs_clone *c);
 
 /* Releases the superblock and detaches a loop device strictfs attached. */
 void sfs_backing_close(struct sfs_backing *b);

@@ -73,6 +73,8 @@ struct sfs_ho_view {
 	uint8_t init[SFS_HO_INIT_MAX];
 	uint32_t qroot_tracked;       /* a subdir view with size=/inodes= */
 	int32_t uring_fd;             /* its io_uring entries' buffers (fuse_uring.h), or -1 */
+	int32_t clone_tree_fd, clone_fd; /* its clone of the backing (backing.h), whose flags a
+	                                 * remount changes for the files open through it */
 	uint32_t uring_entries;
 	uint64_t uring_base, uring_region;
 	char mountpoint[PATH_MAX];

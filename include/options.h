@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/mount.h>
 
 enum sfs_df { SFS_DF_BSD, SFS_DF_MINIX };
 enum sfs_share { SFS_SHARE_EXCLUSIVE, SFS_SHARE_EXISTING };
@@ -70,6 +71,9 @@ int sfs_opts_remount(const struct sfs_opts *cur, const char *optstr, struct sfs_
 /* Whether the view enforces any quota limit (quota, usrquota, grpquota, size=, inodes=). */
 bool sfs_opts_enforce_quota(const struct sfs_opts *o);
 
+/* The option that sets o's limits, for a message: quota, usrquota, grpquota, size or inodes. */
+const char *sfs_opts_quota_name(const struct sfs_opts *o);
+
 /* Superblock-only options as one fsconfig-ready comma list. */
 void sfs_opts_sb_string(const struct sfs_opts *o, char *buf, size_t len);
 
@@ -84,6 +88,11 @@ int sfs_opts_sb_compatible(const struct sfs_opts *in_force, const struct sfs_opt
  * the superblock-only options). status (text and JSON) and the log lines all say this.
  * Returns buf. */
 char *sfs_opts_format(const struct sfs_opts *o, char *buf, size_t len);
+
+/* The flags of a view's own mount as mount_setattr and fsmount take them, from its MS_*
+ * per-mount flags (struct sfs_opts.mount_flags): attr_set what they ask for, attr_clr every
+ * other per-mount flag a view has. */
+void sfs_opts_mount_attr(unsigned long ms_flags, struct mount_attr *a);
 
 /* The view options a daemon needs, serialised back to an option string (for the wire). */
 const char *sfs_df_name(enum sfs_df df);

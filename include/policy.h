@@ -73,7 +73,7 @@ struct sfs_policy {
 	 * view's limits still hold for c's ids; 0 or -EDQUOT (the caller then undoes it). */
 	int (*within)(const struct sfs_req *r, struct sfs_charge *c);
 	/* Per-mount flags (MOUNT_ATTR_*) of the clone of the backing the view opens its files
-	 * and directories through (backing.h, sfs_backing_flavour): the kernel then applies
+	 * and directories through (backing.h, sfs_backing_clone): the kernel then applies
 	 * them to every access as on a native mount. */
 	unsigned (*mount_attrs)(const struct sfs_opts *o);
 	/* How the kernel may cache what an open of the object st reads: an access the kernel
@@ -81,12 +81,12 @@ struct sfs_policy {
 	enum sfs_cache_use (*open_cache)(const struct sfs_view *v, const struct stat *st);
 	/* The open(2) flags of a backing file for an open the kernel asked for with flags. */
 	int (*backing_flags)(const struct sfs_view *v, int flags);
-	/* Whether the view holds its requests to any limit, so that what they will cost is
-	 * worth working out before they act. */
-	bool (*limits)(const struct sfs_view *v);
-	/* Why the view's open files must take the daemon path instead of the kernel's
-	 * passthrough (the daemon must see their data), or NULL. */
-	const char *(*no_passthrough)(const struct sfs_view *v);
+	/* Whether options o hold a view's requests to any limit, so that what they will cost
+	 * is worth working out before they act (the view's profile keeps the answer). */
+	bool (*limits)(const struct sfs_opts *o);
+	/* The option of o that makes a view's open files take the daemon path instead of the
+	 * kernel's passthrough (the daemon must see their data), or NULL (kept in the profile). */
+	const char *(*no_passthrough)(const struct sfs_opts *o);
 	/* Whether the view may answer with the object open as fd (stat st), reached by a file
 	 * handle rather than a name (LOOKUP of "." or ".." from the kernel's export
 	 * operations): 0 or -ESTALE. */
@@ -126,8 +126,8 @@ unsigned sfs_policy_inode_flags(const struct sfs_view *v, mode_t type);
 unsigned sfs_policy_mount_attrs(const struct sfs_opts *o);
 enum sfs_cache_use sfs_policy_open_cache(const struct sfs_view *v, const struct stat *st);
 int sfs_policy_backing_flags(const struct sfs_view *v, int flags);
-bool sfs_policy_limits(const struct sfs_view *v);
+bool sfs_policy_limits(const struct sfs_opts *o);
 int sfs_policy_reach(const struct sfs_view *v, int fd, const struct stat *st);
-const char *sfs_policy_no_passthrough(const struct sfs_view *v);
+const char *sfs_policy_no_passthrough(const struct sfs_opts *o);
 
 #endif

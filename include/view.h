@@ -14,7 +14,9 @@
 #include "inode.h"
 #include "list.h"
 #include "fuse_io.h"
+#include "backing.h"
 #include "options.h"
+#include "profile.h"
 #include "view_passthrough.h"
 
 struct sfs_services;
@@ -28,7 +30,9 @@ struct sfs_view {
 	struct fuse_session *se;
 	struct sfs_fuse_io fuse_io;     /* its /dev/fuse transport */
 	struct sfs_node *root;          /* pinned; the kernel calls it FUSE_ROOT_ID */
-	struct sfs_opts opts;
+	/* What its options mean (profile.h): replaced whole by a remount, never changed in
+	 * place; the ones it replaced stay allocated until the view ends. */
+	const struct sfs_profile *_Atomic prof;
 	char mountpoint[PATH_MAX];
 	char source[PATH_MAX];
 	/* The requester's mount namespace, by identity: holding a descriptor of it would keep it
@@ -47,9 +51,10 @@ struct sfs_view {
 	double attr_timeout;
 	double negative_timeout;        /* 0 in casefold views: another spelling may appear */
 	bool keep_cache;                /* page cache survives open(): others' writes are notified */
-	/* The clone of the backing mount with the view's flags (atime rule, ro) that its files
-	 * and directories are opened through, a mount fd for open_by_handle_at (backing.h). */
-	atomic_int open_mnt;
+	/* The view's own clone of the backing mount, with its flags (atime rule, ro), that its
+	 * files and directories are opened through (backing.h): a remount changes its flags in
+	 * place, so files already open follow them as on a native mount. */
+	struct sfs_clone clone;
 	int qroot;                      /* quota root slot of a subdir view with size=/inodes=, or -1 */
 	struct sfs_passthrough pt;      /* its backing files for kernel passthrough */
 	pthread_mutex_t files_lock;     /* guards files */

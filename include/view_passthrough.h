@@ -46,4 +46,7 @@ void sfs_pt_init(struct sfs_view *v);
 /* Why the view's files take the daemon path, or NULL while they go to the kernel. */
 const char *sfs_pt_off_reason(struct sfs_view *v);
 
+/* How many of the view's nodes are open for writing by passthrough (under pt.lock). */
+unsigned sfs_pt_writers(struct sfs_view *v);
+
 #endif

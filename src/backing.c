@@ -282,7 +282,7 @@ static int clone_existing(struct sfs_backing *b, char *err, size_t errlen)
 		sfs_errf(err, errlen, b->existing_at, "open_tree: %s", strerror(e));
 		return -e;
 	}
-	/* the clone is ours alone: the daemon's own reads change no atime (sfs_backing_flavour) */
+	/* the clone is ours alone: the daemon's own reads change no atime (sfs_backing_clone) */
 	if (mount_setattr(fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
 		int e = errno;
 		close(fd);
@@ -447,7 +447,6 @@ int sfs_backing_open(struct sfs_backing *b, const char *source, bool source_is_f
 
 	memset(b, 0, sizeof(*b));
 	b->root_fd = b->loop_fd = b->dev_fd = -1;
-	pthread_mutex_init(&b->flavours_lock, NULL);
 	if (source_is_file) {
 		if ((rc = loop_attach(b, source, err, errlen)))
 			return rc;
@@ -491,49 +490,53 @@ fail:
 	return rc;
 }
 
-static int make_flavour(struct sfs_backing *b, unsigned attrs, struct sfs_flavour *f)
+int sfs_backing_clone_set(const struct sfs_clone *c, unsigned attrs)
 {
-	struct mount_attr attr = {.attr_set = attrs, .attr_clr = MOUNT_ATTR__ATIME};
+	/* the atime rule is a field, cleared whole and set; the others are bits */
+	struct mount_attr attr = {.attr_set = attrs,
+	                          .attr_clr = MOUNT_ATTR__ATIME |
+	                                      ((MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODIRATIME) & ~attrs)};
 
-	f->attrs = attrs;
-	f->fd = -1;
-	f->tree_fd = open_tree(b->root_fd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH | OPEN_TREE_CLOEXEC);
-	if (f->tree_fd < 0)
+	return mount_setattr(c->tree_fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0 ? -errno : 0;
+}
+
+int sfs_backing_clone(const struct sfs_backing *b, unsigned attrs, struct sfs_clone *c)
+{
+	int rc;
+
+	c->fd = -1;
+	c->tree_fd = open_tree(b->root_fd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH | OPEN_TREE_CLOEXEC);
+	if (c->tree_fd < 0)
 		return -errno;
-	if (mount_setattr(f->tree_fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0 ||
-	    (f->fd = openat(f->tree_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-		int e = errno;
-		close(f->tree_fd);
-		return -e;
+	if ((rc = sfs_backing_clone_set(c, attrs)) ||
+	    (c->fd = openat(c->tree_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		rc = rc ? rc : -errno;
+		sfs_backing_clone_close(c);
+		return rc;
 	}
 	return 0;
 }
 
-int sfs_backing_flavour(struct sfs_backing *b, unsigned attrs)
+bool sfs_backing_clone_valid(const struct sfs_backing *b, const struct sfs_clone *c)
 {
-	int rc = -EMFILE;
+	struct stat root, tree, fd;
 
-	pthread_mutex_lock(&b->flavours_lock);
-	for (size_t i = 0; i < b->nflavours; i++)
-		if (b->flavours[i].attrs == attrs) {
-			rc = b->flavours[i].fd;
-			goto out;
-		}
-	if (b->nflavours < SFS_MAX_FLAVOURS &&
-	    !(rc = make_flavour(b, attrs, &b->flavours[b->nflavours])))
-		rc = b->flavours[b->nflavours++].fd;
-out:
-	pthread_mutex_unlock(&b->flavours_lock);
-	return rc;
+	return fstat(b->root_fd, &root) == 0 && fstat(c->tree_fd, &tree) == 0 &&
+	       fstat(c->fd, &fd) == 0 && S_ISDIR(tree.st_mode) && tree.st_dev == root.st_dev &&
+	       tree.st_ino == root.st_ino && fd.st_dev == root.st_dev && fd.st_ino == root.st_ino;
+}
+
+void sfs_backing_clone_close(struct sfs_clone *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	if (c->tree_fd >= 0)
+		close(c->tree_fd);
+	c->fd = c->tree_fd = -1;
 }
 
 void sfs_backing_close(struct sfs_backing *b)
 {
-	for (size_t i = 0; i < b->nflavours; i++) {
-		close(b->flavours[i].fd);
-		close(b->flavours[i].tree_fd);
-	}
-	b->nflavours = 0;
 	if (b->root_fd >= 0)
 		close(b->root_fd);
 	if (b->dev_fd >= 0)

@@ -80,25 +80,6 @@ static int ensure_rundir(char *err, size_t errlen)
 	return 0;
 }
 
-static void mount_attr_of(unsigned long ms, struct mount_attr *a)
-{
-	static const struct { unsigned long ms; unsigned long long attr; } map[] = {
-		{MS_RDONLY, MOUNT_ATTR_RDONLY}, {MS_NOSUID, MOUNT_ATTR_NOSUID},
-		{MS_NODEV, MOUNT_ATTR_NODEV}, {MS_NOEXEC, MOUNT_ATTR_NOEXEC},
-		{MS_NOSYMFOLLOW, MOUNT_ATTR_NOSYMFOLLOW}, {MS_NODIRATIME, MOUNT_ATTR_NODIRATIME}};
-
-	memset(a, 0, sizeof(*a));
-	for (size_t i = 0; i < ARRAY_SIZE(map); i++) {
-		if (ms & map[i].ms)
-			a->attr_set |= map[i].attr;
-		else
-			a->attr_clr |= map[i].attr;
-	}
-	a->attr_clr |= MOUNT_ATTR__ATIME;
-	a->attr_set |= ms & MS_NOATIME ? MOUNT_ATTR_NOATIME
-	             : ms & MS_STRICTATIME ? MOUNT_ATTR_STRICTATIME : MOUNT_ATTR_RELATIME;
-}
-
 /* The view's FUSE superblock, always read-write: ro, like nosuid and the atime rule, is a
  * flag of the view's mount, which a remount changes (mount_setattr). On a read-only
  * superblock a later remount,rw would change the mount and every write would still fail.
@@ -125,7 +106,7 @@ static int make_view_mount(const char *source, int fuse_fd, const struct sfs_opt
 	for (size_t i = 0; i < ARRAY_SIZE(flags); i++)
 		if (fsconfig(fs, FSCONFIG_SET_FLAG, flags[i], NULL, 0) < 0)
 			goto fail;
-	mount_attr_of(o->mount_flags, &attr);
+	sfs_opts_mount_attr(o->mount_flags, &attr);
 	if (fsconfig(fs, FSCONFIG_SET_STRING, "fd", fd, 0) < 0 ||
 	    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0 ||
 	    (mnt = fsmount(fs, FSMOUNT_CLOEXEC, attr.attr_set)) < 0)
@@ -265,7 +246,7 @@ static int check_mountpoint(const char *mp, char *real, char *err, size_t errlen
 }
 
 static int remount_call(const char *key, const char *mp, const char *options, bool check,
-                        unsigned long *flags, char *err, size_t errlen)
+                        unsigned long flags[2], char *err, size_t errlen)
 {
 	struct sfs_msg req, rep;
 	const char *fl;
@@ -283,9 +264,10 @@ static int remount_call(const char *key, const char *mp, const char *options, bo
 		close(ns);
 	if (r)
 		return r;
-	fl = sfs_msg_get(&rep, "mount_flags");
-	if (fl)
-		*flags = strtoul(fl, NULL, 10);
+	if ((fl = sfs_msg_get(&rep, "mount_flags")))
+		flags[0] = strtoul(fl, NULL, 10);
+	if ((fl = sfs_msg_get(&rep, "old_mount_flags")))
+		flags[1] = strtoul(fl, NULL, 10);
 	sfs_msg_free(&rep);
 	return 0;
 }
@@ -305,12 +287,28 @@ bool sfs_cli_view_source(const char *mp, char *src, size_t len)
 }
 
 /* remount: the daemon validates the change (and refuses by name what cannot change live),
- * the kernel's per-mount flags change with mount_setattr, then the daemon applies it. */
+ * the kernel's per-mount flags change with mount_setattr, then the daemon applies it. Should
+ * the daemon refuse at the last step (a file opened for writing meanwhile), the mount's flags
+ * go back: a refused remount changes nothing. */
+/* The view's mount gets the per-mount flags of ms_flags. */
+static int set_view_flags(const char *mp, unsigned long ms_flags, char *err, size_t errlen)
+{
+	struct mount_attr attr;
+
+	sfs_opts_mount_attr(ms_flags, &attr);
+	if (mount_setattr(AT_FDCWD, mp, 0, &attr, sizeof(attr)) == 0)
+		return 0;
+	if (errno == EBUSY && (ms_flags & MS_RDONLY))
+		sfs_errf(err, errlen, "ro", "files are open for writing through %s", mp);
+	else
+		sfs_errf(err, errlen, mp, "%s", strerror(errno));
+	return -1;
+}
+
 int sfs_cli_remount(const char *mountpoint, const char *options)
 {
 	char err[ERRLEN] = "", mp[PATH_MAX], src[PATH_MAX], key[128], path[PATH_MAX];
-	unsigned long flags = 0;
-	struct mount_attr attr;
+	unsigned long flags[2] = {0, 0}; /* the view's mount flags after and before */
 	bool is_file;
 
 	if (!realpath(mountpoint, mp)) {
@@ -322,15 +320,13 @@ int sfs_cli_remount(const char *mountpoint, const char *options)
 		goto fail;
 	}
 	if (sfs_source_key(src, key, sizeof(key), path, sizeof(path), &is_file, err, sizeof(err)) ||
-	    remount_call(key, mp, options, true, &flags, err, sizeof(err)))
+	    remount_call(key, mp, options, true, flags, err, sizeof(err)) ||
+	    set_view_flags(mp, flags[0], err, sizeof(err)))
 		goto fail;
-	mount_attr_of(flags, &attr);
-	if (mount_setattr(AT_FDCWD, mp, 0, &attr, sizeof(attr)) < 0) {
-		sfs_errf(err, sizeof(err), mp, "%s", strerror(errno));
+	if (remount_call(key, mp, options, false, flags, err, sizeof(err))) {
+		set_view_flags(mp, flags[1], NULL, 0);
 		goto fail;
 	}
-	if (remount_call(key, mp, options, false, &flags, err, sizeof(err)))
-		goto fail;
 	return 0;
 fail:
 	print_err(err);

@@ -206,27 +206,15 @@ static int refuse_when_failed(struct sfs_daemon *d, char *err, size_t errlen)
 	return -EIO;
 }
 
-/* Whether a view with options o can join the views already served. */
-static int admissible(struct sfs_daemon *d, const struct sfs_opts *o, char *err, size_t errlen)
+/* What options o need of the backing, for a new view and for a remount alike. */
+static int backing_allows(struct sfs_daemon *d, const struct sfs_opts *o, char *err,
+                          size_t errlen)
 {
 	const struct sfs_backing *b = &d->backing;
-	struct sfs_view *v;
 	int rc;
 
-	if ((rc = refuse_when_failed(d, err, errlen)))
-		return rc;
-	if (o->share != d->in_force.share) {
-		sfs_errf(err, errlen, o->share == SFS_SHARE_EXISTING ? "share=existing" : "share=exclusive",
-		         "%s is already served with %s", d->source,
-		         d->in_force.share == SFS_SHARE_EXISTING ? "share=existing" : "share=exclusive");
-		return -EINVAL;
-	}
 	if ((rc = sfs_opts_sb_compatible(&d->in_force, o, err, errlen)))
 		return rc;
-	if (o->remount) {
-		sfs_errf(err, errlen, "remount", "not a view of this source");
-		return -EINVAL;
-	}
 	if (o->acl && !b->has_acl) {
 		sfs_errf(err, errlen, "acl", "the backing has no POSIX ACL support");
 		return -EOPNOTSUPP;
@@ -244,6 +232,29 @@ static int admissible(struct sfs_daemon *d, const struct sfs_opts *o, char *err,
 		         "needs strictfs to be the backing's only writer; not with share=existing");
 		return -EINVAL;
 	}
+	return 0;
+}
+
+/* Whether a view with options o can join the views already served. */
+static int admissible(struct sfs_daemon *d, const struct sfs_opts *o, char *err, size_t errlen)
+{
+	struct sfs_view *v;
+	int rc;
+
+	if ((rc = refuse_when_failed(d, err, errlen)))
+		return rc;
+	if (o->share != d->in_force.share) {
+		sfs_errf(err, errlen, o->share == SFS_SHARE_EXISTING ? "share=existing" : "share=exclusive",
+		         "%s is already served with %s", d->source,
+		         d->in_force.share == SFS_SHARE_EXISTING ? "share=existing" : "share=exclusive");
+		return -EINVAL;
+	}
+	if (o->remount) {
+		sfs_errf(err, errlen, "remount", "not a view of this source");
+		return -EINVAL;
+	}
+	if ((rc = backing_allows(d, o, err, errlen)))
+		return rc;
 	if (o->cache == SFS_CACHE_WRITEBACK && sfs_registry_count(&d->svc.views)) {
 		sfs_errf(err, errlen, "cache=writeback",
 		         "%s has other views; writeback caching needs the only view",
@@ -251,7 +262,7 @@ static int admissible(struct sfs_daemon *d, const struct sfs_opts *o, char *err,
 		return -EBUSY;
 	}
 	sfs_for_each_view(&d->svc.views, v)
-		if (v->opts.cache == SFS_CACHE_WRITEBACK) {
+		if (v->prof->opts.cache == SFS_CACHE_WRITEBACK) {
 			sfs_errf(err, errlen, "cache=writeback",
 			         "the view at %s uses it; no further views of %s while it exists",
 			         v->mountpoint, d->source);
@@ -264,15 +275,14 @@ static int admissible(struct sfs_daemon *d, const struct sfs_opts *o, char *err,
 	return 0;
 }
 
-/* The clone of the backing a view with options o opens through (backing.h): the mount fd,
- * or -errno with the refusal in err. */
-static int view_flavour(struct sfs_daemon *d, const struct sfs_opts *o, char *err, size_t errlen)
+/* The view's own clone of the backing, with the flags of its profile (backing.h). */
+static int make_clone(struct sfs_daemon *d, struct sfs_view *v, char *err, size_t errlen)
 {
-	int fd = sfs_backing_flavour(&d->backing, sfs_policy_mount_attrs(o));
+	int rc = sfs_backing_clone(&d->backing, v->prof->backing_attrs, &v->clone);
 
-	if (fd < 0)
-		sfs_errf(err, errlen, d->source, "cannot clone the backing mount: %s", strerror(-fd));
-	return fd;
+	if (rc)
+		sfs_errf(err, errlen, d->source, "cannot clone the backing mount: %s", strerror(-rc));
+	return rc;
 }
 
 /* A subdir view with size= or inodes= has its tree's usage kept apart (quota.h). */
@@ -308,7 +318,7 @@ static void log_view(const struct sfs_daemon *d, const char *what, const struct 
 	char opts[SFS_EFFECTIVE_MAX];
 
 	syslog(LOG_INFO, "%s: %s %s (-o %s) with %s", d->source, what, v->mountpoint,
-	       v->opts.requested, sfs_opts_format(&v->opts, opts, sizeof(opts)));
+	       v->prof->opts.requested, sfs_opts_format(&v->prof->opts, opts, sizeof(opts)));
 }
 
 /* The view's mount namespace by identity (see struct sfs_view). */
@@ -343,40 +353,46 @@ static void prepare_view(struct sfs_daemon *d, struct sfs_view *v, uint32_t slot
 	sfs_list_init(&v->files);
 }
 
+/* What a view made but not started holds: its profile and its clone. */
+static void free_unstarted_view(struct sfs_view *v)
+{
+	sfs_backing_clone_close(&v->clone);
+	sfs_profile_free((struct sfs_profile *)v->prof);
+	free(v);
+}
+
 static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t errlen)
 {
 	const char *mp = sfs_msg_get(req, "mountpoint");
 	const char *optstr = sfs_msg_get(req, "options");
 	const char *src = sfs_msg_get(req, "source");
 	struct sfs_view *v = NULL;
-	int rc, slot, mnt;
+	struct sfs_opts o;
+	int rc, slot;
 
 	if (!mp || !optstr || !src || !add_view_fds_ok(req) || strlen(mp) >= PATH_MAX ||
 	    strlen(src) >= PATH_MAX) {
 		sfs_errf(err, errlen, "control", "malformed add-view request");
-		rc = -EPROTO;
-		goto fail;
+		return -EPROTO;
 	}
-	rc = -ENOMEM;
-	if (!(v = calloc(1, sizeof(*v))))
-		goto fail;
+	if ((rc = sfs_opts_parse(optstr, &o, err, errlen)) || (rc = admissible(d, &o, err, errlen)))
+		return rc; /* the requesting strictfs command logs the refusal */
+	if (!(v = calloc(1, sizeof(*v))) || !(v->prof = sfs_profile_make(&o))) {
+		free(v);
+		return -ENOMEM;
+	}
 	v->qroot = -1;
-	if ((rc = sfs_opts_parse(optstr, &v->opts, err, errlen)))
+	v->clone.fd = v->clone.tree_fd = -1;
+	if ((rc = namespace_identity(req->fds[1], v, err, errlen)) ||
+	    (rc = make_clone(d, v, err, errlen)))
 		goto fail;
-	if ((rc = admissible(d, &v->opts, err, errlen)))
-		goto fail;
-	if ((rc = namespace_identity(req->fds[1], v, err, errlen)))
-		goto fail;
-	if ((rc = mnt = view_flavour(d, &v->opts, err, errlen)) < 0)
-		goto fail;
-	atomic_store(&v->open_mnt, mnt);
 	if ((slot = sfs_registry_free_slot(&d->svc.views)) < 0) {
 		rc = -EMFILE;
 		goto fail;
 	}
-	if ((rc = open_view_root(d, v->opts.subdir, &v->root, err, errlen)))
+	if ((rc = open_view_root(d, o.subdir, &v->root, err, errlen)))
 		goto fail;
-	if ((rc = track_view_tree(d, v, &v->opts, err, errlen))) {
+	if ((rc = track_view_tree(d, v, &o, err, errlen))) {
 		sfs_itab_unpin(&d->svc.itab, &d->svc.fdc, v->root);
 		goto fail;
 	}
@@ -394,20 +410,84 @@ static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t
 	log_view(d, "view added at", v);
 	return 0;
 fail:
-	free(v);
-	return rc; /* the requesting strictfs command logs the refusal */
+	free_unstarted_view(v);
+	return rc;
 }
 
-/* remount: the view's options change in place, or the change is refused by name. */
-static int remount_view(struct sfs_daemon *d, struct sfs_msg *req, unsigned long *flags,
+/* A remount that would take passthrough from the view's files while some are open for
+ * writing by it: the kernel gives no way to take them back, so their writes would pass the
+ * limits (or the choice) the new options make. Refused by the option that wants the daemon
+ * path, with what the administrator can do. Under pt.lock. */
+static int passthrough_writers_hold(struct sfs_view *v, const struct sfs_profile *p, char *err,
+                                    size_t errlen)
+{
+	unsigned n;
+
+	if (!p->no_passthrough || v->prof->no_passthrough || sfs_pt_off_reason(v) ||
+	    !(n = sfs_pt_writers(v)))
+		return 0;
+	sfs_errf(err, errlen, p->no_passthrough,
+	         "%u file%s open for writing through %s by the kernel's passthrough, which the "
+	         "daemon cannot take back; close %s, or umount and mount the view again",
+	         n, n == 1 ? " is" : "s are", v->mountpoint, n == 1 ? "it" : "them");
+	return -EBUSY;
+}
+
+/* The view's clone follows the new profile's flags: files open through it at once. */
+static int clone_follows(struct sfs_view *v, const struct sfs_profile *p, char *err,
+                         size_t errlen)
+{
+	int rc;
+
+	if (p->backing_attrs == v->prof->backing_attrs)
+		return 0;
+	if (!(rc = sfs_backing_clone_set(&v->clone, p->backing_attrs)))
+		return 0;
+	if (rc == -EBUSY)
+		sfs_errf(err, errlen, "ro", "files are open for writing through %s", v->mountpoint);
+	else
+		sfs_errf(err, errlen, v->mountpoint, "cannot change the flags of its clone of the "
+		         "backing: %s", strerror(-rc));
+	return rc;
+}
+
+/* Puts profile p in force on v, whole, or changes nothing: the remount's work. */
+static int put_in_force(struct sfs_daemon *d, struct sfs_view *v, struct sfs_profile *p,
                         char *err, size_t errlen)
+{
+	bool tracked = v->qroot >= 0;
+	int rc;
+
+	pthread_mutex_lock(&v->pt.lock);
+	if ((rc = passthrough_writers_hold(v, p, err, errlen)) ||
+	    (rc = track_view_tree(d, v, &p->opts, err, errlen)))
+		goto out;
+	if ((rc = clone_follows(v, p, err, errlen))) {
+		if (!tracked && v->qroot >= 0) {
+			sfs_quota_drop_root(&d->svc.quota, v->qroot);
+			v->qroot = -1;
+		}
+		goto out;
+	}
+	p->retired = (struct sfs_profile *)v->prof;
+	atomic_store(&v->prof, p);
+out:
+	pthread_mutex_unlock(&v->pt.lock);
+	return rc;
+}
+
+/* remount: the view's options change in place, or the change is refused by name. With check
+ * set, only whether it would be refused, and the view's mount flags before and after. */
+static int remount_view(struct sfs_daemon *d, struct sfs_msg *req, unsigned long *flags,
+                        unsigned long *old_flags, char *err, size_t errlen)
 {
 	const char *mp = sfs_msg_get(req, "mountpoint");
 	const char *optstr = sfs_msg_get(req, "options");
 	const char *check = sfs_msg_get(req, "check");
+	struct sfs_profile *p;
 	struct sfs_view *v = NULL;
 	struct sfs_opts o;
-	int rc, mnt;
+	int rc;
 
 	if (!mp || !optstr || req->nfds != 1) {
 		sfs_errf(err, errlen, "control", "malformed remount request");
@@ -421,26 +501,24 @@ static int remount_view(struct sfs_daemon *d, struct sfs_msg *req, unsigned long
 		sfs_errf(err, errlen, mp, "its daemon failed (%s); unmount it", d->ho.daemon.failed);
 		return -EIO;
 	}
-	if ((rc = sfs_opts_remount(&v->opts, optstr, &o, err, errlen)) ||
-	    (rc = sfs_opts_sb_compatible(&d->in_force, &o, err, errlen)))
+	if ((rc = sfs_opts_remount(&v->prof->opts, optstr, &o, err, errlen)) ||
+	    (rc = backing_allows(d, &o, err, errlen)))
 		return rc;
-	if (o.user_xattr && !d->backing.has_user_xattr) {
-		sfs_errf(err, errlen, "user_xattr", "the backing has no user xattr support");
-		return -EOPNOTSUPP;
-	}
-	if (!o.ro && d->backing.read_only) {
-		sfs_errf(err, errlen, "rw", "the backing is read-only (use ro)");
-		return -EROFS;
-	}
+	if (!(p = sfs_profile_make(&o)))
+		return -ENOMEM;
 	*flags = o.mount_flags;
-	if ((mnt = view_flavour(d, &o, err, errlen)) < 0)
-		return mnt;
-	if (check && !strcmp(check, "1"))
-		return 0;
-	if ((rc = track_view_tree(d, v, &o, err, errlen)))
+	*old_flags = v->prof->opts.mount_flags;
+	if (check && !strcmp(check, "1")) {
+		pthread_mutex_lock(&v->pt.lock);
+		rc = passthrough_writers_hold(v, p, err, errlen);
+		pthread_mutex_unlock(&v->pt.lock);
+		sfs_profile_free(p);
 		return rc;
-	v->opts = o;
-	atomic_store(&v->open_mnt, mnt);
+	}
+	if ((rc = put_in_force(d, v, p, err, errlen))) {
+		sfs_profile_free(p);
+		return rc;
+	}
 	sfs_view_record(v);
 	log_view(d, "view remounted at", v);
 	return 0;
@@ -456,7 +534,7 @@ static void drop_view(struct sfs_daemon *d, struct sfs_view *v)
 	sfs_quota_drop_root(&d->svc.quota, v->qroot);
 	sfs_itab_unpin(&d->svc.itab, &d->svc.fdc, v->root);
 	syslog(LOG_INFO, "%s: view at %s removed", d->source, v->mountpoint);
-	free(v);
+	free_unstarted_view(v);
 }
 
 static void reap_ended_views(struct sfs_daemon *d)
@@ -523,17 +601,18 @@ static json_object *views_usage(struct sfs_daemon *d)
 		struct sfs_qentry e;
 		if (atomic_load(&v->ended))
 			continue;
+		const struct sfs_opts *vo = &v->prof->opts;
 		o = json_object_new_object();
 		json_object_object_add(o, "mountpoint", json_object_new_string(v->mountpoint));
-		json_object_object_add(o, "subdir", json_object_new_string(v->opts.subdir));
-		if (v->qroot >= 0 || !strcmp(v->opts.subdir, "/")) {
+		json_object_object_add(o, "subdir", json_object_new_string(vo->subdir));
+		if (v->qroot >= 0 || !strcmp(vo->subdir, "/")) {
 			sfs_quota_tree(&d->svc.quota, v->qroot, &e);
 			json_object_object_add(o, "bytes", json_object_new_int64(e.used[SFS_QBYTES]));
 			json_object_object_add(o, "inodes", json_object_new_int64(e.used[SFS_QINODES]));
 		}
-		json_object_object_add(o, "size", json_object_new_int64((int64_t)v->opts.size_limit));
+		json_object_object_add(o, "size", json_object_new_int64((int64_t)vo->size_limit));
 		json_object_object_add(o, "inode_limit",
-		                       json_object_new_int64((int64_t)v->opts.inode_limit));
+		                       json_object_new_int64((int64_t)vo->inode_limit));
 		json_object_array_add(a, o);
 	}
 	sfs_registry_read_unlock(&d->svc.views);
@@ -696,11 +775,13 @@ static void answer(struct sfs_daemon *d, struct sfs_msg *req, struct sfs_msg *re
 		break;
 	}
 	case SFS_REQ_REMOUNT: {
-		unsigned long flags = 0;
+		unsigned long flags = 0, old_flags = 0;
 		char num[32];
-		rc = remount_view(d, req, &flags, err, sizeof(err));
+		rc = remount_view(d, req, &flags, &old_flags, err, sizeof(err));
 		snprintf(num, sizeof(num), "%lu", flags);
 		reply_fields(rep, rc, rc ? err : NULL, "mount_flags", num);
+		snprintf(num, sizeof(num), "%lu", old_flags);
+		sfs_msg_add(rep, "old_mount_flags", num);
 		break;
 	}
 	case SFS_REQ_QUOTA: {
@@ -1245,8 +1326,23 @@ static int adopt_backing(struct sfs_daemon *d, char *err, size_t errlen)
 	sfs_strlcpy(d->backing.options, b->options, sizeof(d->backing.options));
 	sfs_strlcpy(d->backing.uuid, b->uuid, sizeof(d->backing.uuid));
 	sfs_strlcpy(d->backing.existing_at, b->existing_at, sizeof(d->backing.existing_at));
-	pthread_mutex_init(&d->backing.flavours_lock, NULL);
 	return 0;
+}
+
+/* The predecessor's clone of the backing for the view, which its open files were opened
+ * through: a later remount must change their flags too. A new one if the record's does not
+ * check out (the files then keep the flags they had). */
+static int adopt_clone(struct sfs_daemon *d, struct sfs_view *v, const struct sfs_ho_view *rec,
+                       char *err, size_t errlen)
+{
+	v->clone = (struct sfs_clone){.tree_fd = rec->clone_tree_fd, .fd = rec->clone_fd};
+	if (sfs_backing_clone_valid(&d->backing, &v->clone) &&
+	    !sfs_backing_clone_set(&v->clone, v->prof->backing_attrs))
+		return 0;
+	syslog(LOG_WARNING, "%s: view at %s: its clone of the backing is not the one recorded; "
+	       "a new one", d->source, rec->mountpoint);
+	v->clone.fd = v->clone.tree_fd = -1;
+	return make_clone(d, v, err, errlen);
 }
 
 /* A view of the predecessor, made again from its record, registered at the same slot; its
@@ -1255,20 +1351,22 @@ static int adopt_view(struct sfs_daemon *d, const struct sfs_ho_view *rec)
 {
 	char err[ERRLEN] = "";
 	struct sfs_view *v;
-	int mnt, rc;
+	int rc;
 
 	if (sfs_registry_at(&d->svc.views, rec->slot) || !(v = calloc(1, sizeof(*v))))
 		return -EEXIST;
+	if (!(v->prof = sfs_profile_make(&rec->opts))) {
+		free(v);
+		return -ENOMEM;
+	}
 	v->qroot = -1;
-	v->opts = rec->opts;
 	v->ns_dev = rec->ns_dev;
 	v->ns_ino = rec->ns_ino;
-	if ((rc = mnt = view_flavour(d, &v->opts, err, sizeof(err))) < 0)
+	if ((rc = adopt_clone(d, v, rec, err, sizeof(err))))
 		goto fail;
-	atomic_store(&v->open_mnt, mnt);
-	if ((rc = open_view_root(d, v->opts.subdir, &v->root, err, sizeof(err))))
+	if ((rc = open_view_root(d, rec->opts.subdir, &v->root, err, sizeof(err))))
 		goto fail;
-	if (rec->qroot_tracked && (rc = track_view_tree(d, v, &v->opts, err, sizeof(err)))) {
+	if (rec->qroot_tracked && (rc = track_view_tree(d, v, &rec->opts, err, sizeof(err)))) {
 		sfs_itab_unpin(&d->svc.itab, &d->svc.fdc, v->root);
 		goto fail;
 	}
@@ -1279,7 +1377,7 @@ static int adopt_view(struct sfs_daemon *d, const struct sfs_ho_view *rec)
 	return 0;
 fail:
 	syslog(LOG_ERR, "%s: cannot take the view at %s over: %s", d->source, rec->mountpoint, err);
-	free(v);
+	free_unstarted_view(v);
 	return rc;
 }
 

@@ -691,6 +691,8 @@ void sfs_ho_close_unnamed(struct sfs_handover *h, int keep)
 		if (sfs_ho_read_view(h, slot, &v)) {
 			add_fd(&s, v.fuse_fd);
 			add_fd(&s, v.uring_fd);
+			add_fd(&s, v.clone_tree_fd);
+			add_fd(&s, v.clone_fd);
 		}
 	for (uint32_t slot = 0; slot < h->next_slot; slot++)
 		if (sfs_ho_file_record(h, slot, &f)) {

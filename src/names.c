@@ -101,7 +101,7 @@ bool sfs_names_track_spelling(struct sfs_view *v, struct sfs_node *dir, const ch
 	uint64_t h;
 	bool ok = false;
 
-	if (v->opts.casefold == SFS_CASEFOLD_OFF || nlen > SFS_FOLD_NAME_MAX ||
+	if (v->prof->opts.casefold == SFS_CASEFOLD_OFF || nlen > SFS_FOLD_NAME_MAX ||
 	    !(flen = fold_of(name, fold, sizeof(fold))))
 		return false;
 	h = sfs_hash_bytes(&all->key, fold, flen);

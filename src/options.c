@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <libmount.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 
@@ -31,6 +32,11 @@ struct opt_def {
 	bool inv;                   /* set_flag: clears the bit (the positive form of a "no" flag) */
 	const char *const *choices; /* set_choice: the values NAME=VALUE takes, in enum order */
 	const char *key;            /* superblock options: the family, when it differs from name */
+	/* Cannot change on a live view: its FUSE connection was negotiated for it (acl, cache),
+	 * or its root, names or backing are fixed (subdir, casefold, share). A remount that
+	 * changes the field is refused, naming the option as it was spelled. */
+	bool fixed;
+	enum { F_BOOL, F_INT, F_STR } kind; /* of the field, for comparing a fixed one */
 };
 
 #define FIELD(o, d, type) (*(type *)((char *)(o) + (d)->field))
@@ -250,9 +256,17 @@ static int set_sb(struct sfs_opts *o, const struct opt_def *d, const char *v, ch
 
 #define DEF(n, a, f, ...) {.name = n, .arg = a, .apply = f, __VA_ARGS__}
 #define AT(member) .field = offsetof(struct sfs_opts, member)
-#define BOOL(n, member, value) DEF(n, ARG_NONE, set_bool, AT(member), .data = value)
-#define VALUE(n, member, value) DEF(n, ARG_NONE, set_int, AT(member), .data = value)
-#define CHOICE(n, member, list) DEF(n, ARG_REQUIRED, set_choice, AT(member), .choices = list)
+#define BOOL(n, member, value) DEF(n, ARG_NONE, set_bool, AT(member), .data = value, .kind = F_BOOL)
+#define VALUE(n, member, value) DEF(n, ARG_NONE, set_int, AT(member), .data = value, .kind = F_INT)
+#define CHOICE(n, member, list) \
+	DEF(n, ARG_REQUIRED, set_choice, AT(member), .choices = list, .kind = F_INT)
+/* the same, for an option that cannot change on a live view */
+#define FIXED_BOOL(n, member, value) \
+	DEF(n, ARG_NONE, set_bool, AT(member), .data = value, .kind = F_BOOL, .fixed = true)
+#define FIXED_VALUE(n, member, value) \
+	DEF(n, ARG_NONE, set_int, AT(member), .data = value, .kind = F_INT, .fixed = true)
+#define FIXED_CHOICE(n, member, list) DEF(n, ARG_REQUIRED, set_choice, AT(member), \
+                                          .choices = list, .kind = F_INT, .fixed = true)
 #define FLAG(n, bit) DEF(n, ARG_NONE, set_flag, .data = bit)
 #define NOFLAG(n, bit) DEF(n, ARG_NONE, set_flag, .data = bit, .inv = true)
 #define IGNORED(n, a) DEF(n, a, ignore, .data = 0)
@@ -265,19 +279,19 @@ static const char *const cache_choices[] = {"strict", "writeback", NULL};   /* e
 static const char *const share_choices[] = {"exclusive", "existing", NULL}; /* enum sfs_share */
 
 static const struct opt_def table[] = {
-	BOOL("acl", acl, 1),
-	BOOL("noacl", acl, 0),
+	FIXED_BOOL("acl", acl, 1),
+	FIXED_BOOL("noacl", acl, 0),
 	BOOL("user_xattr", user_xattr, 1),
 	BOOL("nouser_xattr", user_xattr, 0),
 	BOOL("ro", ro, 1),
 	BOOL("rw", ro, 0),
 	VALUE("bsddf", df, SFS_DF_BSD),
 	VALUE("minixdf", df, SFS_DF_MINIX),
-	DEF("subdir", ARG_REQUIRED, set_subdir, .data = 0),
-	CHOICE("cache", cache, cache_choices),
+	DEF("subdir", ARG_REQUIRED, set_subdir, AT(subdir), .kind = F_STR, .fixed = true),
+	FIXED_CHOICE("cache", cache, cache_choices),
 	BOOL("passthrough", no_passthrough, 0),
 	BOOL("nopassthrough", no_passthrough, 1),
-	CHOICE("share", share, share_choices),
+	FIXED_CHOICE("share", share, share_choices),
 	BOOL("remount", remount, 1),
 	FLAG("nosuid", MS_NOSUID),
 	NOFLAG("suid", MS_NOSUID),
@@ -294,8 +308,8 @@ static const struct opt_def table[] = {
 	VALUE("strictatime", atime, SFS_ATIME_STRICT),
 	BOOL("nodiratime", nodiratime, 1),
 	BOOL("diratime", nodiratime, 0),
-	VALUE("nocasefold", casefold, SFS_CASEFOLD_OFF),
-	DEF("casefold", ARG_OPTIONAL, set_casefold, .data = 0),
+	FIXED_VALUE("nocasefold", casefold, SFS_CASEFOLD_OFF),
+	DEF("casefold", ARG_OPTIONAL, set_casefold, AT(casefold), .kind = F_INT, .fixed = true),
 	DEF("noquota", ARG_NONE, set_quota, .data = 0),
 	DEF("quota", ARG_NONE, set_quota, .data = 3),
 	BOOL("usrquota", usrquota, 1),
@@ -410,7 +424,7 @@ bool sfs_opts_enforce_quota(const struct sfs_opts *o)
 	return o->usrquota || o->grpquota || o->size_limit || o->inode_limit;
 }
 
-static const char *quota_option_name(const struct sfs_opts *o)
+const char *sfs_opts_quota_name(const struct sfs_opts *o)
 {
 	if (o->usrquota && o->grpquota)
 		return "quota";
@@ -427,11 +441,11 @@ static int check_combinations(const struct sfs_opts *o, char *err, size_t errlen
 	if (o->cache == SFS_CACHE_WRITEBACK && sfs_opts_enforce_quota(o)) {
 		sfs_errf(err, errlen, "cache=writeback",
 		         "cannot be combined with %s (writes must reach the daemon to be checked "
-		         "against the limits)", quota_option_name(o));
+		         "against the limits)", sfs_opts_quota_name(o));
 		return -EINVAL;
 	}
 	if (o->share == SFS_SHARE_EXISTING && sfs_opts_enforce_quota(o)) {
-		sfs_errf(err, errlen, quota_option_name(o),
+		sfs_errf(err, errlen, sfs_opts_quota_name(o),
 		         "cannot be enforced with share=existing (other mounts write to the backing "
 		         "unaccounted)");
 		return -EINVAL;
@@ -444,8 +458,36 @@ static void too_long(char *err, size_t errlen)
 	sfs_errf(err, errlen, "-o", "the option list is longer than %d bytes", SFS_OPTSTR_MAX - 1);
 }
 
-/* Applies an option string onto o, whatever o held before. */
-static int apply(struct sfs_opts *o, const char *optstr, char *err, size_t errlen)
+/* What a remount asked for that cannot change live: the first such option as spelled. */
+struct fixed_seen {
+	const struct opt_def *def[8];
+	char text[8][160];
+	int n;
+};
+
+static void note_fixed(struct fixed_seen *seen, const struct opt_def *d, const char *name,
+                       size_t nsz, const char *value, size_t vsz)
+{
+	int i = 0;
+
+	if (!seen || !d->fixed)
+		return;
+	/* one entry a field, its last spelling (the one in force): the fixed fields are few */
+	while (i < seen->n && seen->def[i]->field != d->field)
+		i++;
+	if (i == (int)ARRAY_SIZE(seen->def))
+		abort(); /* more fixed fields than entries: the table outgrew struct fixed_seen */
+	seen->def[i] = d;
+	snprintf(seen->text[i], sizeof(seen->text[0]), "%.*s%s%.*s", (int)nsz, name,
+	         value ? "=" : "", value ? (int)vsz : 0, value ? value : "");
+	if (i == seen->n)
+		seen->n++;
+}
+
+/* Applies an option string onto o, whatever o held before; the fixed options it names are
+ * noted in seen (if not NULL). */
+static int apply(struct sfs_opts *o, const char *optstr, struct fixed_seen *seen, char *err,
+                 size_t errlen)
 {
 	char copy[SFS_OPTSTR_MAX];
 	char *name, *value;
@@ -482,6 +524,7 @@ static int apply(struct sfs_opts *o, const char *optstr, char *err, size_t errle
 		rc = d->apply(o, d, value ? val : NULL, err, errlen);
 		if (rc)
 			return rc;
+		note_fixed(seen, d, name, nsz, value, vsz);
 	}
 	finish_flags(o);
 	return check_combinations(o, err, errlen);
@@ -500,52 +543,53 @@ int sfs_opts_parse(const char *optstr, struct sfs_opts *o, char *err, size_t err
 	int rc;
 
 	set_defaults(o);
-	rc = apply(o, optstr, err, errlen);
+	rc = apply(o, optstr, NULL, err, errlen);
 	if (!rc)
 		sfs_strlcpy(o->requested, optstr ? optstr : "", sizeof(o->requested));
 	return rc;
 }
 
-/* What a live view cannot change: its FUSE connection was negotiated for acl, cache and
- * passthrough,
- * and its root and backing are fixed. */
-static int unchangeable(const struct sfs_opts *cur, const struct sfs_opts *o, char *err,
-                        size_t errlen)
+static bool same_field(const struct opt_def *d, const struct sfs_opts *a, const struct sfs_opts *b)
 {
-	const char *what = NULL;
+	switch (d->kind) {
+	case F_BOOL:
+		return FIELD(a, d, bool) == FIELD(b, d, bool);
+	case F_INT:
+		return FIELD(a, d, int) == FIELD(b, d, int);
+	default:
+		return !strcmp((const char *)a + d->field, (const char *)b + d->field);
+	}
+}
 
-	if (o->acl != cur->acl)
-		what = o->acl ? "acl" : "noacl";
-	else if (strcmp(o->subdir, cur->subdir))
-		what = "subdir";
-	else if (o->cache != cur->cache)
-		what = o->cache == SFS_CACHE_WRITEBACK ? "cache=writeback" : "cache=strict";
-	else if (o->no_passthrough != cur->no_passthrough)
-		what = o->no_passthrough ? "nopassthrough" : "passthrough";
-	else if (o->casefold != cur->casefold)
-		what = o->casefold == SFS_CASEFOLD_OFF ? "nocasefold" : "casefold";
-	else if (o->share != cur->share)
-		what = o->share == SFS_SHARE_EXISTING ? "share=existing" : "share=exclusive";
-	if (!what)
-		return 0;
-	sfs_errf(err, errlen, what, "cannot change on a live view; umount and mount it again");
-	return -EINVAL;
+/* What a live view cannot change (the table's fixed rows): refused, naming the option as the
+ * remount spelled it. Giving one's current value again is no change. */
+static int unchangeable(const struct sfs_opts *cur, const struct sfs_opts *o,
+                        const struct fixed_seen *seen, char *err, size_t errlen)
+{
+	for (int i = 0; i < seen->n; i++)
+		if (!same_field(seen->def[i], cur, o)) {
+			sfs_errf(err, errlen, seen->text[i],
+			         "cannot change on a live view; umount and mount it again");
+			return -EINVAL;
+		}
+	return 0;
 }
 
 int sfs_opts_remount(const struct sfs_opts *cur, const char *optstr, struct sfs_opts *o,
                      char *err, size_t errlen)
 {
 	char requested[SFS_OPTSTR_MAX];
+	struct fixed_seen seen = {.n = 0};
 	int rc;
 
 	*o = *cur;
 	o->n_sb = 0;
 	o->mount_flags &= ~(unsigned long)(MS_RDONLY | MS_NOATIME | MS_STRICTATIME | MS_RELATIME |
 	                                   MS_NODIRATIME);
-	if ((rc = apply(o, optstr, err, errlen)))
+	if ((rc = apply(o, optstr, &seen, err, errlen)))
 		return rc;
 	o->remount = false;
-	if ((rc = unchangeable(cur, o, err, errlen)))
+	if ((rc = unchangeable(cur, o, &seen, err, errlen)))
 		return rc;
 	/* what was asked, mount then remounts; once that no longer fits, what was in force
 	 * (respelled) and then this remount: never a history cut short */
@@ -615,7 +659,7 @@ char *sfs_opts_format(const struct sfs_opts *o, char *buf, size_t len)
 	if (o->share == SFS_SHARE_EXISTING)
 		sfs_list_append(buf, len, "share=existing");
 	if (o->usrquota || o->grpquota)
-		sfs_list_append(buf, len, quota_option_name(o));
+		sfs_list_append(buf, len, sfs_opts_quota_name(o));
 	if (o->size_limit) {
 		snprintf(item, sizeof(item), "size=%llu", (unsigned long long)o->size_limit);
 		sfs_list_append(buf, len, item);
@@ -629,6 +673,25 @@ char *sfs_opts_format(const struct sfs_opts *o, char *buf, size_t len)
 	for (int i = 0; i < o->n_sb; i++)
 		sfs_list_append(buf, len, o->sb[i].text);
 	return buf;
+}
+
+void sfs_opts_mount_attr(unsigned long ms, struct mount_attr *a)
+{
+	static const struct { unsigned long ms; unsigned long long attr; } map[] = {
+		{MS_RDONLY, MOUNT_ATTR_RDONLY}, {MS_NOSUID, MOUNT_ATTR_NOSUID},
+		{MS_NODEV, MOUNT_ATTR_NODEV}, {MS_NOEXEC, MOUNT_ATTR_NOEXEC},
+		{MS_NOSYMFOLLOW, MOUNT_ATTR_NOSYMFOLLOW}, {MS_NODIRATIME, MOUNT_ATTR_NODIRATIME}};
+
+	memset(a, 0, sizeof(*a));
+	for (size_t i = 0; i < ARRAY_SIZE(map); i++) {
+		if (ms & map[i].ms)
+			a->attr_set |= map[i].attr;
+		else
+			a->attr_clr |= map[i].attr;
+	}
+	a->attr_clr |= MOUNT_ATTR__ATIME;
+	a->attr_set |= ms & MS_NOATIME ? MOUNT_ATTR_NOATIME
+	             : ms & MS_STRICTATIME ? MOUNT_ATTR_STRICTATIME : MOUNT_ATTR_RELATIME;
 }
 
 const char *sfs_casefold_name(enum sfs_casefold cf)

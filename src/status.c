@@ -51,33 +51,62 @@ static json_object *transport_json(struct sfs_view *v)
 	return o;
 }
 
+/* The options as fields (contract §2). */
+static json_object *options_json(const struct sfs_opts *vo)
+{
+	json_object *opts = json_object_new_object();
+
+	json_object_object_add(opts, "acl", json_object_new_boolean(vo->acl));
+	json_object_object_add(opts, "user_xattr", json_object_new_boolean(vo->user_xattr));
+	json_object_object_add(opts, "casefold",
+	                       json_object_new_string(sfs_casefold_name(vo->casefold)));
+	json_object_object_add(opts, "quota", json_object_new_string(
+		vo->usrquota && vo->grpquota ? "quota" :
+		vo->usrquota ? "usrquota" : vo->grpquota ? "grpquota" : "none"));
+	if (vo->size_limit)
+		json_object_object_add(opts, "size", json_object_new_uint64(vo->size_limit));
+	if (vo->inode_limit)
+		json_object_object_add(opts, "inodes", json_object_new_uint64(vo->inode_limit));
+	json_object_object_add(opts, "ro", json_object_new_boolean(vo->ro));
+	json_object_object_add(opts, "subdir", json_object_new_string(vo->subdir));
+	json_object_object_add(opts, "df", json_object_new_string(sfs_df_name(vo->df)));
+	json_object_object_add(opts, "cache", json_object_new_string(
+		vo->cache == SFS_CACHE_WRITEBACK ? "writeback" : "strict"));
+	json_object_object_add(opts, "mount_flags", split_list(vo->flag_names));
+	return opts;
+}
+
+/* What the options in force mean (profile.h): the flags of the view's mount and of its clone
+ * of the backing, whether its files may pass through (and which option says no), whether it
+ * holds requests to limits. Always what a fresh mount with the same options has. */
+static json_object *profile_json(const struct sfs_profile *p)
+{
+	json_object *o = json_object_new_object();
+	char names[128];
+
+	json_object_object_add(o, "mount", split_list(
+		sfs_profile_attr_names(p->mount_attrs, names, sizeof(names))));
+	json_object_object_add(o, "backing", split_list(
+		sfs_profile_attr_names(p->backing_attrs, names, sizeof(names))));
+	json_object_object_add(o, "passthrough", json_object_new_boolean(!p->no_passthrough));
+	if (p->no_passthrough)
+		json_object_object_add(o, "daemon_path_for", json_object_new_string(p->no_passthrough));
+	json_object_object_add(o, "limits", json_object_new_boolean(p->limits));
+	return o;
+}
+
 static json_object *view_json(const struct sfs_view *v)
 {
-	json_object *o = json_object_new_object(), *opts = json_object_new_object();
+	const struct sfs_profile *p = v->prof; /* one profile for the whole answer */
+	json_object *o = json_object_new_object();
 	char ns[48], effective[SFS_EFFECTIVE_MAX];
 
 	json_object_object_add(o, "mountpoint", json_object_new_string(v->mountpoint));
-	json_object_object_add(o, "requested", json_object_new_string(v->opts.requested));
+	json_object_object_add(o, "requested", json_object_new_string(p->opts.requested));
 	json_object_object_add(o, "effective", json_object_new_string(
-		sfs_opts_format(&v->opts, effective, sizeof(effective))));
-	json_object_object_add(opts, "acl", json_object_new_boolean(v->opts.acl));
-	json_object_object_add(opts, "user_xattr", json_object_new_boolean(v->opts.user_xattr));
-	json_object_object_add(opts, "casefold",
-	                       json_object_new_string(sfs_casefold_name(v->opts.casefold)));
-	json_object_object_add(opts, "quota", json_object_new_string(
-		v->opts.usrquota && v->opts.grpquota ? "quota" :
-		v->opts.usrquota ? "usrquota" : v->opts.grpquota ? "grpquota" : "none"));
-	if (v->opts.size_limit)
-		json_object_object_add(opts, "size", json_object_new_uint64(v->opts.size_limit));
-	if (v->opts.inode_limit)
-		json_object_object_add(opts, "inodes", json_object_new_uint64(v->opts.inode_limit));
-	json_object_object_add(opts, "ro", json_object_new_boolean(v->opts.ro));
-	json_object_object_add(opts, "subdir", json_object_new_string(v->opts.subdir));
-	json_object_object_add(opts, "df", json_object_new_string(sfs_df_name(v->opts.df)));
-	json_object_object_add(opts, "cache", json_object_new_string(
-		v->opts.cache == SFS_CACHE_WRITEBACK ? "writeback" : "strict"));
-	json_object_object_add(opts, "mount_flags", split_list(v->opts.flag_names));
-	json_object_object_add(o, "options", opts);
+		sfs_opts_format(&p->opts, effective, sizeof(effective))));
+	json_object_object_add(o, "options", options_json(&p->opts));
+	json_object_object_add(o, "profile", profile_json(p));
 	json_object_object_add(o, "open_files", json_object_new_int(atomic_load(&v->open_files)));
 	json_object_object_add(o, "data_path", data_path_json((struct sfs_view *)v));
 	json_object_object_add(o, "transport", transport_json((struct sfs_view *)v));

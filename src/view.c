@@ -47,7 +47,7 @@ void sfs_view_set_caching(struct sfs_view *v, bool sole_writer)
 	v->entry_timeout = v->attr_timeout = sole_writer ? TIMEOUT_EXCLUSIVE : TIMEOUT_SHARED;
 	/* a casefold view's negative entry for one spelling would hide the creation of another;
 	 * the kernel keeps one dentry per spelling, so such views cache no negatives */
-	v->negative_timeout = v->opts.casefold != SFS_CASEFOLD_OFF ? 0 : v->entry_timeout;
+	v->negative_timeout = v->prof->opts.casefold != SFS_CASEFOLD_OFF ? 0 : v->entry_timeout;
 	v->keep_cache = sole_writer;
 }
 
@@ -120,10 +120,12 @@ void sfs_view_record(struct sfs_view *v)
 	r->uring_base = v->fuse_io.area.base;
 	r->uring_region = v->fuse_io.area.region;
 	r->uring_entries = v->fuse_io.area.entries;
+	r->clone_tree_fd = v->clone.tree_fd;
+	r->clone_fd = v->clone.fd;
 	sfs_strlcpy(r->mountpoint, v->mountpoint, sizeof(r->mountpoint));
 	sfs_strlcpy(r->source, v->source, sizeof(r->source));
 	r->opts_size = sizeof(r->opts);
-	r->opts = v->opts;
+	r->opts = v->prof->opts;
 	sfs_ho_write_view(v->svc->ho, r);
 	free(r);
 }

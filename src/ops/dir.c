@@ -238,7 +238,7 @@ static ssize_t read_link(struct sfs_view *v, struct held *h, char *buf, size_t l
 	int fd;
 
 	sfs_priv_begin(SFS_PRIV_SEARCH);
-	fd = sfs_node_open(h->node, atomic_load(&v->open_mnt), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	fd = sfs_node_open(h->node, v->clone.fd, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	n = fd < 0 ? -errno : 0;
 	sfs_priv_end();
 	if (n)
@@ -325,7 +325,7 @@ int reserve_new(struct req *q, struct held *p, enum make_kind kind, const char *
 	gid_t gid = q->r.ctx->gid;
 	struct stat st;
 
-	if (!sfs_policy_limits(q->r.view))
+	if (!q->r.view->prof->limits)
 		return 0;
 	if (stat_fd(p->fd, &st) == 0 && (st.st_mode & S_ISGID))
 		gid = st.st_gid;

@@ -239,21 +239,20 @@ static int open_raced(int dirfd, const char *name, int flags)
 	return fd;
 }
 
-/* A file made by create is open on the backing's own mount, which updates no atime; where
- * the view's reads through it would (its clone is not noatime), the open file moves to the
- * view's clone. A file created write-only is never read through, and stays. Returns the
- * descriptor to keep (fd is closed if another replaces it). */
+/* A file made by create is open on the backing's own mount, which updates no atime; the open
+ * file moves to the view's clone, whose flags (atime rule, and those a later remount gives it)
+ * its reads then follow. A file created write-only is never read through, and stays. Returns
+ * the descriptor to keep (fd is closed if another replaces it). */
 static int reopen_in_view(struct req *q, struct sfs_node *node, int fd, int flags)
 {
 	struct sfs_view *v = q->r.view;
 	int nfd;
 
-	if ((flags & O_ACCMODE) == O_WRONLY ||
-	    (sfs_policy_mount_attrs(&v->opts) & (MOUNT_ATTR_NOATIME | MOUNT_ATTR_RDONLY)))
+	if ((flags & O_ACCMODE) == O_WRONLY)
 		return fd;
 	flags = open_flags_for_backing(v, flags) & ~O_TRUNC;
 	sfs_priv_begin(SFS_PRIV_SEARCH);
-	nfd = sfs_node_open(node, atomic_load(&v->open_mnt), flags | O_NOFOLLOW);
+	nfd = sfs_node_open(node, v->clone.fd, flags | O_NOFOLLOW);
 	sfs_priv_end();
 	if (nfd < 0)
 		return fd; /* the first descriptor still serves, only without atime */

@@ -1,4 +1,4 @@
-/* Opening backing objects for a view (see ops.h): through the view's flavour of the backing
+/* Opening backing objects for a view (see ops.h): through the view's clone of the backing
  * mount, with the cache the view's policies allow, and noting the atime a read moves. */
 #include "ops.h"
 
@@ -35,7 +35,7 @@ int open_node(struct sfs_req *r, struct held *h, int flags, struct stat *st)
 	if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode))
 		return -EINVAL;
 	sfs_priv_begin(SFS_PRIV_SEARCH);
-	fd = BACKING(r, sfs_node_open(h->node, atomic_load(&r->view->open_mnt), flags | O_NOFOLLOW));
+	fd = BACKING(r, sfs_node_open(h->node, r->view->clone.fd, flags | O_NOFOLLOW));
 	sfs_priv_end();
 	return fd;
 }
@@ -48,7 +48,7 @@ static long long atime_ns(const struct stat *st)
 /* The atime an open of st starts from: NO_ATIME where the view's reads never move it. */
 long long first_atime(const struct sfs_view *v, const struct stat *st)
 {
-	if (sfs_policy_mount_attrs(&v->opts) & (MOUNT_ATTR_NOATIME | MOUNT_ATTR_RDONLY))
+	if (v->prof->backing_attrs & (MOUNT_ATTR_NOATIME | MOUNT_ATTR_RDONLY))
 		return NO_ATIME;
 	return atime_ns(st);
 }

@@ -14,12 +14,15 @@
 #include "services.h"
 #include "handover.h"
 
+/* Every view asks the kernel for passthrough, whatever its options say now: a remount may
+ * let its files pass through later (the profile decides at each open). Not with
+ * cache=writeback, which cannot change live and which the kernel ignores with passthrough. */
 void sfs_pt_init(struct sfs_view *v)
 {
 	pthread_mutex_init(&v->pt.lock, NULL);
-	atomic_init(&v->pt.off, sfs_policy_no_passthrough(v));
+	atomic_init(&v->pt.off, NULL);
 	atomic_init(&v->pt.backing_files, 0);
-	v->fuse_io.want_passthrough = !atomic_load(&v->pt.off);
+	v->fuse_io.want_passthrough = v->prof->opts.cache != SFS_CACHE_WRITEBACK;
 }
 
 const char *sfs_pt_off_reason(struct sfs_view *v)
@@ -28,7 +31,19 @@ const char *sfs_pt_off_reason(struct sfs_view *v)
 
 	if (off)
 		return off;
+	if ((off = v->prof->no_passthrough))
+		return off;
 	return atomic_load(&v->fuse_io.passthrough) ? NULL : "the kernel did not offer it";
+}
+
+unsigned sfs_pt_writers(struct sfs_view *v)
+{
+	unsigned n = 0;
+
+	for (size_t i = 0; i < SFS_PT_BUCKETS; i++)
+		for (struct sfs_pt_entry *e = v->pt.buckets[i]; e; e = e->next)
+			n += e->writers > 0;
+	return n;
 }
 
 static struct sfs_pt_entry **slot_of(struct sfs_passthrough *pt, const struct sfs_node *n)
@@ -88,10 +103,26 @@ int pt_open(struct sfs_view *v, struct sfs_node *n, int fd, bool writes)
 	bool first_writer = false, first_reader = false;
 	int id;
 
-	if (sfs_pt_off_reason(v) || !S_ISREG(n->type))
+	if (!S_ISREG(n->type))
 		return 0;
+	/* under the lock a remount takes to put a profile without passthrough in force, so no
+	 * writer passes through after it counted none (sfs_pt_writers) */
 	pthread_mutex_lock(&v->pt.lock);
 	slot = slot_of(&v->pt, n);
+	if (sfs_pt_off_reason(v)) {
+		/* the daemon's path, unless a reader opened the node by passthrough before a
+		 * remount turned it off: the kernel then takes every open of the inode only by
+		 * passthrough, which no write may take past the view's limits now */
+		e = *slot;
+		if (e && writes) {
+			pthread_mutex_unlock(&v->pt.lock);
+			return -EBUSY;
+		}
+		if (!e) {
+			pthread_mutex_unlock(&v->pt.lock);
+			return 0;
+		}
+	}
 	if ((e = *slot) && writes && !e->nobody && !same_key(e->key, me) && me.uid != 0) {
 		pthread_mutex_unlock(&v->pt.lock);
 		return -EBUSY;

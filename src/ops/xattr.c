@@ -42,7 +42,7 @@ static int begin_xattr(struct req *q, fuse_req_t req, fuse_ino_t ino, const char
 static int set_xattr_within(struct req *q, struct held *h, const char *path, const char *name,
                             const char *value, size_t size, int flags)
 {
-	bool limits = sfs_policy_limits(q->r.view);
+	bool limits = q->r.view->prof->limits;
 	ssize_t oldlen = -1;
 	char *old = NULL;
 	int rc;

@@ -26,7 +26,7 @@ static bool is_acl_name(const char *name)
 
 static void acl_init(const struct sfs_view *v, struct fuse_conn_info *conn)
 {
-	if (v->opts.acl) {
+	if (v->prof->opts.acl) {
 		conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
 	} else {
 		/* the kernel then applies the umask itself and checks mode bits only */
@@ -37,14 +37,14 @@ static void acl_init(const struct sfs_view *v, struct fuse_conn_info *conn)
 static int acl_xattr(const struct sfs_req *r, const char *name, enum sfs_xattr_op op)
 {
 	(void)op;
-	if (!r->view->opts.acl && is_acl_name(name))
+	if (!r->view->prof->opts.acl && is_acl_name(name))
 		return -EOPNOTSUPP;
 	return 0;
 }
 
 static bool acl_xattr_visible(const struct sfs_req *r, const char *name)
 {
-	return r->view->opts.acl || !is_acl_name(name);
+	return r->view->prof->opts.acl || !is_acl_name(name);
 }
 
 static bool dir_has_default_acl(int dirfd)
@@ -63,7 +63,7 @@ static int acl_created(const struct sfs_req *r, int dirfd, const char *name, mod
 	struct stat st;
 	int fd, rc = 0;
 
-	if (r->view->opts.acl || !dir_has_default_acl(dirfd))
+	if (r->view->prof->opts.acl || !dir_has_default_acl(dirfd))
 		return 0;
 	fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
@@ -92,7 +92,7 @@ out:
 
 static bool acl_dac_retry(const struct sfs_view *v)
 {
-	return !v->opts.acl;
+	return !v->prof->opts.acl;
 }
 
 const struct sfs_policy sfs_policy_acl = {

@@ -2,7 +2,7 @@
  * keeps no atime of its own (its inodes are S_NOATIME), so atime is what the backing does
  * when the daemon reads. The view's rule is applied by the kernel itself: the view opens its
  * files and directories through a clone of the backing mount carrying the view's flags
- * (backing.h, sfs_backing_flavour), so every read that reaches the backing counts exactly as
+ * (backing.h, sfs_backing_clone), so every read that reaches the backing counts exactly as
  * on a native mount with those flags. What is left is the view's own cache: a read the
  * kernel answers from it never reaches the backing. So where an access would update atime
  * now, the cache must not answer it: a strictatime view caches nothing it reads, a relatime
@@ -27,7 +27,7 @@ static bool relatime_wants_update(const struct stat *st)
 	return time(NULL) - st->st_atim.tv_sec >= 24 * 60 * 60;
 }
 
-/* One set of flags per behaviour, so that views which behave alike share one clone: a ro
+/* One set of flags per behaviour, so that views which behave alike have equal profiles: a ro
  * mount updates no atime whatever its rule, and noatime covers nodiratime. */
 static unsigned atime_mount_attrs(const struct sfs_opts *o)
 {
@@ -45,10 +45,10 @@ static unsigned atime_mount_attrs(const struct sfs_opts *o)
 
 static enum sfs_cache_use atime_open_cache(const struct sfs_view *v, const struct stat *st)
 {
-	if (v->opts.ro || v->opts.atime == SFS_ATIME_NOATIME ||
-	    (S_ISDIR(st->st_mode) && v->opts.nodiratime))
+	if (v->prof->opts.ro || v->prof->opts.atime == SFS_ATIME_NOATIME ||
+	    (S_ISDIR(st->st_mode) && v->prof->opts.nodiratime))
 		return SFS_CACHE_KEEP;
-	if (v->opts.atime == SFS_ATIME_STRICT)
+	if (v->prof->opts.atime == SFS_ATIME_STRICT)
 		return SFS_CACHE_NONE;
 	return relatime_wants_update(st) ? SFS_CACHE_DROP : SFS_CACHE_KEEP;
 }

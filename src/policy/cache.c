@@ -12,7 +12,7 @@
 
 static void cache_init(const struct sfs_view *v, struct fuse_conn_info *conn)
 {
-	if (v->opts.cache == SFS_CACHE_WRITEBACK && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
+	if (v->prof->opts.cache == SFS_CACHE_WRITEBACK && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 	else
 		conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
@@ -20,7 +20,7 @@ static void cache_init(const struct sfs_view *v, struct fuse_conn_info *conn)
 
 static int cache_backing_flags(const struct sfs_view *v, int flags)
 {
-	if (v->opts.cache != SFS_CACHE_WRITEBACK)
+	if (v->prof->opts.cache != SFS_CACHE_WRITEBACK)
 		return flags;
 	if ((flags & O_ACCMODE) == O_WRONLY)
 		flags = (flags & ~O_ACCMODE) | O_RDWR;
@@ -28,11 +28,11 @@ static int cache_backing_flags(const struct sfs_view *v, int flags)
 }
 
 /* The kernel ignores passthrough where writeback caching is on. */
-static const char *cache_no_passthrough(const struct sfs_view *v)
+static const char *cache_no_passthrough(const struct sfs_opts *o)
 {
-	if (v->opts.no_passthrough)
+	if (o->no_passthrough)
 		return "nopassthrough";
-	return v->opts.cache == SFS_CACHE_WRITEBACK ? "cache=writeback" : NULL;
+	return o->cache == SFS_CACHE_WRITEBACK ? "cache=writeback" : NULL;
 }
 
 const struct sfs_policy sfs_policy_cache = {

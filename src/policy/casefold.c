@@ -19,14 +19,14 @@
 
 static bool folds(const struct sfs_view *v)
 {
-	return v->opts.casefold != SFS_CASEFOLD_OFF;
+	return v->prof->opts.casefold != SFS_CASEFOLD_OFF;
 }
 
 static int casefold_name_check(const struct sfs_view *v, const struct sfs_node *parent,
                                const char *name, bool create)
 {
 	(void)parent;
-	if (create && v->opts.casefold == SFS_CASEFOLD_STRICT &&
+	if (create && v->prof->opts.casefold == SFS_CASEFOLD_STRICT &&
 	    !sfs_fold_valid_utf8(name, strlen(name)))
 		return -EINVAL;
 	return 0;

@@ -22,7 +22,7 @@
 
 static int confine_modify(const struct sfs_view *v)
 {
-	return v->opts.ro ? -EROFS : 0;
+	return v->prof->opts.ro ? -EROFS : 0;
 }
 
 static unsigned confine_mount_attrs(const struct sfs_opts *o)
@@ -115,7 +115,7 @@ static int confine_reach(const struct sfs_view *v, int fd, const struct stat *st
 
 	/* a subdir view cannot tell where a file it does not hold lies: only its root and what
 	 * its kernel holds, which it reached by names within the tree */
-	if (strcmp(v->opts.subdir, "/") && known != v->root &&
+	if (strcmp(v->prof->opts.subdir, "/") && known != v->root &&
 	    !(known && sfs_itab_held_by(t, known, v->slot)))
 		return -ESTALE;
 	return in_admin_state(v, fd, st) ? -ESTALE : 0;

@@ -11,7 +11,7 @@ static void df_statfs(const struct sfs_req *r, struct statvfs *st)
 	const struct sfs_view *v = r->view;
 	unsigned long long total;
 
-	if (v->opts.df != SFS_DF_MINIX)
+	if (v->prof->opts.df != SFS_DF_MINIX)
 		return;
 	total = sfs_backing_total_blocks(v->svc->backing);
 	if (total)

@@ -107,9 +107,9 @@ int sfs_policy_backing_flags(const struct sfs_view *v, int flags)
 	return flags;
 }
 
-bool sfs_policy_limits(const struct sfs_view *v)
+bool sfs_policy_limits(const struct sfs_opts *o)
 {
-	EACH(p) if ((*p)->limits && (*p)->limits(v)) return true;
+	EACH(p) if ((*p)->limits && (*p)->limits(o)) return true;
 	return false;
 }
 
@@ -123,9 +123,9 @@ int sfs_policy_reach(const struct sfs_view *v, int fd, const struct stat *st)
 	return 0;
 }
 
-const char *sfs_policy_no_passthrough(const struct sfs_view *v)
+const char *sfs_policy_no_passthrough(const struct sfs_opts *o)
 {
-	EACH(p) if ((*p)->no_passthrough && (*p)->no_passthrough(v)) return (*p)->no_passthrough(v);
+	EACH(p) if ((*p)->no_passthrough && (*p)->no_passthrough(o)) return (*p)->no_passthrough(o);
 	return NULL;
 }
 

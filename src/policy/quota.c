@@ -15,22 +15,22 @@ static unsigned enforced(const struct sfs_view *v, struct sfs_qlimits *view_lim)
 	unsigned tables = 0;
 
 	*view_lim = (struct sfs_qlimits){0};
-	if (v->opts.usrquota)
+	if (v->prof->opts.usrquota)
 		tables |= SFS_CHARGE_USR;
-	if (v->opts.grpquota)
+	if (v->prof->opts.grpquota)
 		tables |= SFS_CHARGE_GRP;
-	if (v->opts.size_limit || v->opts.inode_limit) {
+	if (v->prof->opts.size_limit || v->prof->opts.inode_limit) {
 		/* the view's tree: the whole backing, or the root slot of its subdir */
-		view_lim->hard[SFS_QBYTES] = v->opts.size_limit;
-		view_lim->hard[SFS_QINODES] = v->opts.inode_limit;
+		view_lim->hard[SFS_QBYTES] = v->prof->opts.size_limit;
+		view_lim->hard[SFS_QINODES] = v->prof->opts.inode_limit;
 		tables |= SFS_CHARGE_TOTAL;
 	}
 	return tables;
 }
 
-static bool quota_limits(const struct sfs_view *v)
+static bool quota_limits(const struct sfs_opts *o)
 {
-	return sfs_opts_enforce_quota(&v->opts);
+	return sfs_opts_enforce_quota(o);
 }
 
 static int quota_charge(const struct sfs_req *r, struct sfs_charge *c)
@@ -91,7 +91,7 @@ static uint64_t tightest(uint64_t soft, uint64_t hard)
 static void quota_statfs(const struct sfs_req *r, struct statvfs *st)
 {
 	struct sfs_quota *q = &r->view->svc->quota;
-	const struct sfs_opts *o = &r->view->opts;
+	const struct sfs_opts *o = &r->view->prof->opts;
 	struct sfs_qentry e;
 
 	if (o->size_limit || o->inode_limit) {
@@ -112,9 +112,9 @@ static void quota_statfs(const struct sfs_req *r, struct statvfs *st)
 
 /* Every write that can allocate must be priced before it is done: no write may bypass the
  * daemon. */
-static const char *quota_no_passthrough(const struct sfs_view *v)
+static const char *quota_no_passthrough(const struct sfs_opts *o)
 {
-	return quota_limits(v) ? "quota limits are enforced" : NULL;
+	return quota_limits(o) ? sfs_opts_quota_name(o) : NULL;
 }
 
 const struct sfs_policy sfs_policy_quota = {

@@ -15,7 +15,7 @@ static bool has_prefix(const char *s, const char *prefix)
 static int xattr_gate(const struct sfs_req *r, const char *name, enum sfs_xattr_op op)
 {
 	(void)op;
-	if (!r->view->opts.user_xattr && has_prefix(name, "user."))
+	if (!r->view->prof->opts.user_xattr && has_prefix(name, "user."))
 		return -EOPNOTSUPP;
 	return 0;
 }
@@ -23,7 +23,7 @@ static int xattr_gate(const struct sfs_req *r, const char *name, enum sfs_xattr_
 static bool xattr_visible(const struct sfs_req *r, const char *name)
 {
 	if (has_prefix(name, "user."))
-		return r->view->opts.user_xattr;
+		return r->view->prof->opts.user_xattr;
 	if (has_prefix(name, "trusted."))
 		return sfs_pid_has_sys_admin(r->ctx->pid);
 	return true;

@@ -70,7 +70,7 @@ test_atime_remount_changes_the_rule() {
 }
 
 # Every atime rule, with and without nodiratime and ro, as views of one source at once (each
-# behaviour opens the backing through a clone of its own; views that behave alike share one).
+# view opens the backing through a clone of its own, with its flags).
 test_atime_every_rule_at_once() {
 	new_source every
 	local o i=0

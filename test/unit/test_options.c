@@ -141,7 +141,19 @@ int main(void)
 	CHECK(sfs_opts_remount(&cur, "remount,casefold", &nw, err, sizeof(err)) != 0 &&
 	      strstr(err, "strictfs: casefold: cannot change"), "casefold cannot change: %s", err);
 	CHECK(sfs_opts_remount(&cur, "remount,subdir=/y", &nw, err, sizeof(err)) != 0 &&
-	      strstr(err, "strictfs: subdir: cannot change"), "subdir cannot change: %s", err);
+	      strstr(err, "strictfs: subdir=/y: cannot change"), "subdir cannot change: %s", err);
+	/* named as spelled, however many fixed options come first; its own value is no change */
+	CHECK(sfs_opts_remount(&cur, "remount,noacl,noacl,noacl,noacl,noacl,noacl,noacl,noacl,"
+	                       "noacl,cache=strict,share=exclusive,nocasefold,subdir=/x/,"
+	                       "subdir=/z", &nw, err, sizeof(err)) != 0 &&
+	      strstr(err, "strictfs: subdir=/z: cannot change"), "the last subdir named: %s", err);
+	CHECK(sfs_opts_remount(&cur, "remount,noacl,subdir=/x/,cache=strict", &nw, err,
+	                       sizeof(err)) == 0, "the options in force again: %s", err);
+	CHECK(sfs_opts_remount(&cur, "remount,cache=writeback", &nw, err, sizeof(err)) != 0 &&
+	      strstr(err, "strictfs: cache=writeback: cannot change"), "cache: %s", err);
+	/* where files' data goes is the view profile's to apply live (passthrough.c) */
+	CHECK(sfs_opts_remount(&cur, "remount,nopassthrough", &nw, err, sizeof(err)) == 0 &&
+	      nw.no_passthrough, "nopassthrough can change live: %s", err);
 	CHECK(sfs_opts_remount(&cur, "remount,user_id=0,group_id=0,allow_other,default_permissions",
 	                       &nw, err, sizeof(err)) == 0, "fuse echo options: %s", err);
 	CHECK(sfs_opts_remount(&cur, "remount,user_id=1000", &nw, err, sizeof(err)) != 0 &&
