@@ -33,6 +33,10 @@ struct sfs_backing {
 	char options[1024];        /* effective super options, read back from the kernel */
 	char uuid[64];
 	char existing_at[PATH_MAX]; /* share=existing: the mount served */
+	/* who may use the blocks ext4 reserves (resuid=, resgid=, else the superblock's
+	 * defaults), besides CAP_SYS_RESOURCE: their writes differ from anyone else's */
+	uid_t resuid;
+	gid_t resgid;
 };
 
 /* Sets up the backing of source (a block device or image file) for the first view's
@@ -62,6 +66,9 @@ void sfs_backing_close(struct sfs_backing *b);
 
 /* Where a block device is mounted in this namespace (first match), or false. */
 bool sfs_backing_find_mount(dev_t rdev, char *where, size_t len, char *opts, size_t optslen);
+
+/* Sets b->resuid and b->resgid: the mount options in force, else the superblock's defaults. */
+void sfs_backing_read_reserved(struct sfs_backing *b);
 
 /* Total blocks of the ext4 superblock in filesystem-block units (for minixdf), or 0. */
 unsigned long long sfs_backing_total_blocks(const struct sfs_backing *b);

@@ -42,6 +42,10 @@ struct sfs_cred_key {
 };
 struct sfs_cred_key sfs_creds_key(void);
 
+/* Whether the calling thread's caller writes differently from a nobody: root (it keeps set-id
+ * bits, uses reserved blocks), or one ext4 lets use its reserved blocks (resuid, resgid). */
+bool sfs_creds_write_privileged(uid_t resuid, gid_t resgid);
+
 /* Whether the mode bits alone give the calling thread's caller (after sfs_creds_enter) the
  * access mask (R_OK|W_OK|X_OK) on st: the kernel's check on a noacl view, redone by the
  * daemon on the object now under a name before it repeats a refused call with DAC

@@ -484,6 +484,7 @@ int sfs_backing_open(struct sfs_backing *b, const char *source, bool source_is_f
 	if ((rc = check_effective(b, o, err, errlen)))
 		goto fail;
 	probe_features(b);
+	sfs_backing_read_reserved(b);
 	return 0;
 fail:
 	sfs_backing_close(b);
@@ -545,6 +546,38 @@ void sfs_backing_close(struct sfs_backing *b)
 	if (b->loop_fd >= 0)
 		close(b->loop_fd);
 	b->root_fd = b->dev_fd = b->loop_fd = -1;
+}
+
+/* The value of NAME= in a comma list, or false. */
+static bool option_value(const char *list, const char *name, unsigned long long *out)
+{
+	size_t len = strlen(name);
+
+	for (const char *p = list; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (!strncmp(p, name, len) && p[len] == '=') {
+			char *end;
+			*out = strtoull(p + len + 1, &end, 10);
+			return end != p + len + 1 && (*end == ',' || *end == '\0');
+		}
+	return false;
+}
+
+void sfs_backing_read_reserved(struct sfs_backing *b)
+{
+	unsigned char sb[1024];
+	unsigned long long v;
+
+	b->resuid = 0;
+	b->resgid = 0;
+	if (b->dev_fd >= 0 && pread(b->dev_fd, sb, sizeof(sb), 1024) == (ssize_t)sizeof(sb) &&
+	    sb[0x38] == 0x53 && sb[0x39] == 0xef) {
+		b->resuid = sb[0x50] | sb[0x51] << 8; /* s_def_resuid */
+		b->resgid = sb[0x52] | sb[0x53] << 8; /* s_def_resgid */
+	}
+	if (option_value(b->options, "resuid", &v))
+		b->resuid = (uid_t)v;
+	if (option_value(b->options, "resgid", &v))
+		b->resgid = (gid_t)v;
 }
 
 unsigned long long sfs_backing_total_blocks(const struct sfs_backing *b)

@@ -259,6 +259,11 @@ static bool caller_in_group(gid_t gid)
 	return false;
 }
 
+bool sfs_creds_write_privileged(uid_t resuid, gid_t resgid)
+{
+	return tc.uid == 0 || tc.uid == resuid || (resgid != 0 && caller_in_group(resgid));
+}
+
 bool sfs_mode_allows(const struct stat *st, int mask)
 {
 	mode_t bits;

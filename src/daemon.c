@@ -1326,6 +1326,7 @@ static int adopt_backing(struct sfs_daemon *d, char *err, size_t errlen)
 	sfs_strlcpy(d->backing.options, b->options, sizeof(d->backing.options));
 	sfs_strlcpy(d->backing.uuid, b->uuid, sizeof(d->backing.uuid));
 	sfs_strlcpy(d->backing.existing_at, b->existing_at, sizeof(d->backing.existing_at));
+	sfs_backing_read_reserved(&d->backing);
 	return 0;
 }
 

@@ -60,13 +60,22 @@ static bool same_key(struct sfs_cred_key a, struct sfs_cred_key b)
 	return a.uid == b.uid && a.gid == b.gid && a.groups == b.groups;
 }
 
+/* Whether the caller's writes show a privilege (writer_may_share): they then run with the
+ * caller's own credentials, everyone else's with nobody's, which write alike. */
+static bool writes_privileged(struct sfs_view *v)
+{
+	return sfs_creds_write_privileged(v->svc->backing->resuid, v->svc->backing->resgid);
+}
+
 /* A new backing file for n, open as fd, with the credentials its I/O will run with: the
- * caller's for a writer, nobody's for a reader. Off for the view after any failure. */
+ * caller's for a privileged writer, nobody's for any other. Off for the view after any
+ * failure. */
 static struct sfs_pt_entry *register_backing(struct sfs_view *v, const struct sfs_node *n,
                                              int fd, bool writes)
 {
 	struct sfs_pt_entry *e = calloc(1, sizeof(*e));
-	int id = e ? sfs_creds_backing_begin(writes) : -ENOMEM;
+	bool as_caller = writes && writes_privileged(v);
+	int id = e ? sfs_creds_backing_begin(as_caller) : -ENOMEM;
 
 	if (e && !id) {
 		id = sfs_fuse_io_backing_open(&v->fuse_io, fd);
@@ -83,7 +92,7 @@ static struct sfs_pt_entry *register_backing(struct sfs_view *v, const struct sf
 	}
 	e->node = n;
 	e->id = id;
-	e->nobody = !writes;
+	e->nobody = !as_caller;
 	e->moves_atime = first_atime(v, &(struct stat){0}) != NO_ATIME;
 	e->key = sfs_creds_key();
 	atomic_fetch_add(&v->pt.backing_files, 1);
@@ -92,13 +101,21 @@ static struct sfs_pt_entry *register_backing(struct sfs_view *v, const struct sf
 
 /* The kernel's one backing file per inode is shared by every open of the node in this view,
  * and its I/O runs with the credentials of whoever registered it. A reader registers as
- * nobody, so anyone may share it. A writer shares another writer's only where that takes no
- * privilege the newcomer lacks: the same caller, or root (who has every privilege, so at worst
- * gets less). Anything else would let one user's writes run with another's identity (set-id
- * bits kept, reserved blocks used): the open is refused with EBUSY while the other is open. */
+ * nobody, so anyone may share it for reading: reads do the same whoever reads. A writer
+ * shares a registration only where its writes give the same result as its own would: one of
+ * its own credentials, or nobody's for a writer without a privilege a write can show (root
+ * keeps set-id bits, root and ext4's resuid/resgid use the reserved blocks). Anything else
+ * would let one user's writes run with another's power, or root's with less: the open is
+ * refused with EBUSY while the other registration is open. */
+static bool writer_may_share(struct sfs_view *v, const struct sfs_pt_entry *e)
+{
+	if (e->nobody)
+		return !writes_privileged(v);
+	return same_key(e->key, sfs_creds_key());
+}
+
 int pt_open(struct sfs_view *v, struct sfs_node *n, int fd, bool writes)
 {
-	struct sfs_cred_key me = sfs_creds_key();
 	struct sfs_pt_entry **slot, *e;
 	bool first_writer = false, first_reader = false;
 	int id;
@@ -123,7 +140,7 @@ int pt_open(struct sfs_view *v, struct sfs_node *n, int fd, bool writes)
 			return 0;
 		}
 	}
-	if ((e = *slot) && writes && !e->nobody && !same_key(e->key, me) && me.uid != 0) {
+	if ((e = *slot) && writes && !writer_may_share(v, e)) {
 		pthread_mutex_unlock(&v->pt.lock);
 		return -EBUSY;
 	}

@@ -215,6 +215,35 @@ test_passthrough_setid_bits_as_native() {
 	assert_eq "$native" "$(setid_after_writes "$T_DIR/v")" "view: as native"
 }
 
+# A backing registration is shared only where the writes give the result they would give
+# alone: with another process reading the file through the view (its registration made as
+# nobody), bob's append clears the set-id bit as natively, and root's, which natively keeps
+# it, is refused (EBUSY) rather than made with nobody's power, until the reader closes.
+test_passthrough_root_write_beside_a_reader() {
+	ensure_users
+	native_ref
+	new_source pt
+	local V=$T_DIR/v D
+	view acl "$LOOP" "$V"
+	for D in "$REF" "$V"; do
+		echo data >"$D/f" && chown "$SFS_BOB" "$D/f" && chmod 4777 "$D/f"
+		exec 7<"$D/f"
+		if [[ $D == "$V" ]]; then
+			assert_fails_with "Device or resource busy" sh -c "echo root >> '$D/f'"
+			assert_eq 4777 "$(stat -c %a "$D/f")" "view: root's refused append changed nothing"
+		else
+			assert_ok sh -c "echo root >> '$D/f'"
+			assert_eq 4777 "$(stat -c %a "$D/f")" "native: root's append keeps the set-id bit"
+		fi
+		assert_ok as_user "$SFS_BOB" sh -c "echo bob >> '$D/f'"
+		assert_eq 777 "$(stat -c %a "$D/f")" "${D##*/}: bob's append beside a reader clears it"
+		exec 7<&-
+		chmod 4777 "$D/f"
+		assert_ok sh -c "echo root >> '$D/f'"
+		assert_eq 4777 "$(stat -c %a "$D/f")" "${D##*/}: root's append alone keeps it"
+	done
+}
+
 # ext4 keeps 5% of the blocks for root: a user's writes stop where native stops them.
 fill_as_bob() { # DIR -> bytes bob wrote before ENOSPC
 	as_user "$SFS_BOB" dd if=/dev/zero of="$1/bob.fill" bs=1M status=none 2>/dev/null
