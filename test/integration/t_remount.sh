@@ -193,4 +193,30 @@ test_remount_open_files_follow_the_atime_rule() {
 	exec 7<&-
 }
 
+# A successor takes the view's clone over with the files open through it: a remount after a
+# takeover still reaches them.
+test_remount_after_a_takeover_reaches_open_files() {
+	new_source tko
+	local V=$T_DIR/v pid key succ i
+	key=$(source_key "$LOOP")
+	view strictatime "$LOOP" "$V"
+	pid=$(view_pid "$V")
+	echo data >"$V/f"
+	touch -a -d @1000000000 "$V/f"
+	exec 7<"$V/f"
+	assert_ok kill -KILL "$pid"
+	for ((i = 0; i < 200; i++)); do
+		succ=$(daemon_procs "$key" | head -n1)
+		[[ -n $succ && $succ != "$pid" ]] && break
+		sleep 0.05
+	done
+	assert_ne "$pid" "${succ:-$pid}" "a successor serves the view"
+	remember_pid "$succ"
+	assert_ok wait_until 10 status_has_view "$V"
+	assert_ok "$STRICTFS" mount -o remount,noatime "$V"
+	cat <&7 >/dev/null
+	assert_eq 1000000000 "$(_atime "$V/f")" "a file open before the takeover follows remount,noatime"
+	exec 7<&-
+}
+
 [[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"
