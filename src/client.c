@@ -105,6 +105,28 @@ int sfs_client_call(const char *key, struct sfs_msg *req, struct sfs_msg *reply)
 	return rc;
 }
 
+/* The daemon keeps descriptors for its whole life, its keeper and successors with it: it
+ * must start with none of this command's caller's (a lock it holds, the pipe a script reads
+ * the command's output from), only stdio on /dev/null and the ready pipe, moved to 3.
+ * Returns the ready pipe's number. */
+static int only_ready_fd(int ready)
+{
+	int null;
+
+	if (ready < 3)
+		ready = fcntl(ready, F_DUPFD, 3); /* this command ran with stdio closed */
+	if (ready != 3 && (ready = dup2(ready, 3)) < 0)
+		_exit(127);
+	close_range(4, ~0U, 0);
+	null = open("/dev/null", O_RDWR);
+	for (int fd = 0; fd < 3; fd++)
+		if (fd != null)
+			dup2(null, fd);
+	if (null > 2)
+		close(null);
+	return ready; /* dup2 and F_DUPFD leave it open across exec */
+}
+
 int sfs_client_start_daemon(const char *key, const char *source, bool is_file,
                             const char *options, pid_t *pid, char *err, size_t errlen)
 {
@@ -120,18 +142,10 @@ int sfs_client_start_daemon(const char *key, const char *source, bool is_file,
 		return -errno;
 	if (child == 0) {
 		/* a grandchild in its own session, so the daemon outlives this command */
-		int null = open("/dev/null", O_RDWR);
 		setsid();
 		if (fork() != 0)
 			_exit(0);
-		close(p[0]);
-		fcntl(p[1], F_SETFD, 0);
-		dup2(null, 0);
-		dup2(null, 1);
-		dup2(null, 2);
-		if (null > 2)
-			close(null);
-		snprintf(fdarg, sizeof(fdarg), "%d", p[1]);
+		snprintf(fdarg, sizeof(fdarg), "%d", only_ready_fd(p[1]));
 		execl("/proc/self/exe", "strictfs", "__daemon", key, source, is_file ? "file" : "device",
 		      options, fdarg, (char *)NULL);
 		_exit(127);

@@ -1465,6 +1465,9 @@ static int take_over(struct sfs_daemon *d, int state_fd, char *err, size_t errle
 	 * opened again after. */
 	closelog();
 	sfs_ho_close_unnamed(&d->ho, -1);
+	/* the keeper cleared close-on-exec on what it passed: the programs this daemon starts
+	 * (__uring-poke) get only what they are handed, as from the first daemon */
+	close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
 	open_log();
 	start_keeper(d);
 	if (crash_limit_reached(d))

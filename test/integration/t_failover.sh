@@ -278,6 +278,52 @@ PYEOF
 	assert_ok wait_daemon_gone "$pid" 5
 }
 
+# strays_of PID: the descriptors of PID that it can only have from the command that started
+# the daemon: stdio not on /dev/null, a pipe, a file of the test's temp dir (the image is
+# reached through its loop device, the views' files through the backing).
+strays_of() {
+	local f t
+	for f in /proc/"$1"/fd/*; do
+		t=$(readlink "$f") || continue
+		if [[ ${f##*/} -le 2 && $t != /dev/null ]] || [[ $t == pipe:* || $t == "$T_DIR"/* ]]; then
+			echo "${f##*/} -> $t"
+		fi
+	done
+}
+
+# The daemon, its keeper and a successor start with none of the caller's descriptors: a lock
+# the caller holds is free once `strictfs mount` returns, and a script reading the command's
+# output through a pipe (here on fd 7 too) gets its end of file then, not at the daemon's exit.
+test_failover_no_caller_descriptors_in_daemon_keeper_successor() {
+	mkimg fds
+	IMG=$REPLY
+	local V=$T_DIR/v L=$T_DIR/lockf pid keeper succ key rc
+	key=$(source_key "$IMG")
+	mkdir -p "$V"
+	timeout 10 bash -c 'exec 9>"$1"; flock 9; out=$(exec 7>&1; "$2" mount "$3" "$4")' _ \
+		"$L" "$STRICTFS" "$IMG" "$V" </dev/null >"$T_DIR/mount.out" 2>&1
+	rc=$?
+	assert_eq 0 "$rc" "out=\$(strictfs mount ...) returns at once (124: it waited for the daemon)"
+	assert_ok is_mounted "$V"
+	pid=$(view_pid "$V")
+	assert_ne "" "$pid" "a daemon serves the view"
+	assert_ok flock -n "$L" true
+	keeper=$(keeper_of "$pid")
+	assert_ne "" "$keeper" "the daemon has a keeper"
+	assert_eq "" "$(strays_of "$pid")" "the daemon has none of the caller's descriptors"
+	assert_eq "" "$(strays_of "$keeper")" "nor has its keeper"
+	echo x >"$V/f"
+	assert_ok kill -KILL "$pid"
+	assert_ok successor_of "$pid" "$key"
+	succ=$REPLY
+	assert_eq "" "$(strays_of "$succ")" "nor has the successor"
+	assert_eq x "$(cat "$V/f" 2>&1)" "the successor serves the view"
+	keeper=$(keeper_of "$succ")
+	remember_pid "$keeper"
+	assert_eq "" "$(strays_of "$keeper")" "nor has the successor's keeper"
+	assert_ok "$STRICTFS" umount "$V"
+}
+
 test_failover_keeper_killed_is_replaced() {
 	mkimg kk
 	IMG=$REPLY
