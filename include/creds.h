@@ -19,6 +19,7 @@ enum {
 	SFS_PRIV_SEARCH = 1 << 0,
 	SFS_PRIV_DAC = 1 << 1,
 	SFS_PRIV_FOWNER = 1 << 2,
+	SFS_PRIV_ADMIN = 1 << 3,  /* CAP_SYS_ADMIN: to close a passthrough backing id */
 };
 void sfs_priv_begin(unsigned what);
 void sfs_priv_end(void);

@@ -30,6 +30,9 @@ struct thread_creds {
 	long long groups_expiry;
 	int ngroups;
 	gid_t groups[MAX_GROUPS];
+	/* whether the effective capabilities are root's (all permitted) or none: a thread acting
+	 * for an ordinary caller must hold none of the daemon's (contract §4.1) */
+	enum { CAPS_UNKNOWN, CAPS_ROOT, CAPS_NONE } caps;
 	/* saved by sfs_priv_begin */
 	int priv_depth;
 	bool saved_ok;
@@ -57,8 +60,15 @@ static int thread_init(void)
 	tc.umask = umask(0);
 	tc.umask = 0;
 	tc.ngroups = -1;
+	tc.caps = CAPS_UNKNOWN; /* the creating thread's, of the moment */
 	tc.ready = true;
 	return 0;
+}
+
+static bool groups_fresh(const struct fuse_ctx *ctx)
+{
+	return tc.ngroups >= 0 && tc.groups_pid == ctx->pid && tc.groups_uid == ctx->uid &&
+	       tc.groups_gid == ctx->gid && now_ns() < tc.groups_expiry;
 }
 
 static int set_groups(fuse_req_t req, const struct fuse_ctx *ctx)
@@ -66,8 +76,7 @@ static int set_groups(fuse_req_t req, const struct fuse_ctx *ctx)
 	gid_t list[MAX_GROUPS];
 	int n;
 
-	if (tc.ngroups >= 0 && tc.groups_pid == ctx->pid && tc.groups_uid == ctx->uid &&
-	    tc.groups_gid == ctx->gid && now_ns() < tc.groups_expiry)
+	if (groups_fresh(ctx))
 		return 0;
 	n = ctx->pid ? fuse_req_getgroups(req, MAX_GROUPS, list) : 0;
 	if (n < 0)
@@ -87,12 +96,49 @@ static int set_groups(fuse_req_t req, const struct fuse_ctx *ctx)
 	return 0;
 }
 
+static int capget_self(struct __user_cap_data_struct data[2])
+{
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+	return syscall(SYS_capget, &h, data);
+}
+
+static int capset_self(struct __user_cap_data_struct data[2])
+{
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+	return syscall(SYS_capset, &h, data);
+}
+
+/* The thread's effective capabilities for the caller: every permitted one for root, none for
+ * anyone else. setfsuid drops only the file-system capabilities; the others (CAP_SYS_RESOURCE:
+ * ext4's blocks reserved for root; CAP_SYS_ADMIN, CAP_SETFCAP, ...) would otherwise act for an
+ * ordinary user's request. The permitted set stays, so the thread can be root's again. */
+static int set_effective_caps(bool root)
+{
+	struct __user_cap_data_struct d[2];
+
+	if (tc.caps == (root ? CAPS_ROOT : CAPS_NONE))
+		return 0;
+	if (capget_self(d) < 0)
+		return -errno;
+	for (int i = 0; i < 2; i++)
+		d[i].effective = root ? d[i].permitted : 0;
+	if (capset_self(d) < 0)
+		return -errno;
+	tc.caps = root ? CAPS_ROOT : CAPS_NONE;
+	return 0;
+}
+
 int sfs_creds_enter(fuse_req_t req)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	int rc;
 
 	if (!tc.ready && (rc = thread_init()))
+		return rc;
+	/* setgroups, and setfs[ug]id to other than the real ids, take CAP_SETGID and CAP_SETUID:
+	 * the thread has them while it switches, and keeps them only for root */
+	if ((ctx->gid != tc.gid || ctx->uid != tc.uid || (ctx->uid != 0 && !groups_fresh(ctx))) &&
+	    (rc = set_effective_caps(true)))
 		return rc;
 	/* Groups matter only where the backing decides by them; root passes those checks by
 	 * capability, so its requests skip the /proc read. */
@@ -114,19 +160,7 @@ int sfs_creds_enter(fuse_req_t req)
 		umask(ctx->umask);
 		tc.umask = ctx->umask;
 	}
-	return 0;
-}
-
-static int capget_self(struct __user_cap_data_struct data[2])
-{
-	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
-	return syscall(SYS_capget, &h, data);
-}
-
-static int capset_self(struct __user_cap_data_struct data[2])
-{
-	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
-	return syscall(SYS_capset, &h, data);
+	return set_effective_caps(ctx->uid == 0);
 }
 
 static void raise_cap(struct __user_cap_data_struct data[2], int cap)
@@ -140,8 +174,11 @@ void sfs_priv_begin(unsigned what)
 
 	bool outer = tc.priv_depth++ == 0;
 
-	if (tc.uid == 0)
-		return; /* fsuid 0 already has every file capability */
+	/* a thread that has served no request yet has what its creator had at the time */
+	if (!tc.ready && thread_init() < 0)
+		return;
+	if (tc.uid == 0 && tc.caps == CAPS_ROOT)
+		return; /* root's requests already have every capability */
 	if (capget_self(d) < 0)
 		return;
 	if (outer) {
@@ -158,13 +195,15 @@ void sfs_priv_begin(unsigned what)
 		raise_cap(d, CAP_FOWNER);
 		raise_cap(d, CAP_FSETID);
 	}
+	if (what & SFS_PRIV_ADMIN)
+		raise_cap(d, CAP_SYS_ADMIN);
 	capset_self(d);
 }
 
 /* Ends the outermost sfs_priv_begin: the thread gets back what it had before it. */
 void sfs_priv_end(void)
 {
-	if (--tc.priv_depth || tc.uid == 0 || !tc.saved_ok)
+	if (--tc.priv_depth || !tc.saved_ok)
 		return;
 	capset_self(tc.saved);
 	tc.saved_ok = false;
@@ -186,6 +225,29 @@ static int set_fs_ids(uid_t uid, gid_t gid)
 	               ? 0 : -EPERM;
 }
 
+/* Every permitted capability effective: what switching ids and groups takes. */
+static int caps_all(void)
+{
+	struct __user_cap_data_struct d[2];
+
+	if (capget_self(d) < 0)
+		return -errno;
+	d[0].effective = d[0].permitted;
+	d[1].effective = d[1].permitted;
+	return capset_self(d) < 0 ? -errno : 0;
+}
+
+static int become_nobody(void)
+{
+	int rc = caps_all();
+
+	if (rc)
+		return rc;
+	if (syscall(SYS_setgroups, 0, NULL) < 0)
+		return -errno;
+	return set_fs_ids(NOBODY_ID, NOBODY_ID);
+}
+
 int sfs_creds_backing_begin(bool as_caller)
 {
 	struct __user_cap_data_struct d[2];
@@ -195,22 +257,21 @@ int sfs_creds_backing_begin(bool as_caller)
 		return rc;
 	reg.active = true;
 	reg.ids_changed = reg.caps_changed = false;
+	if (as_caller && tc.uid == 0)
+		return 0; /* root: every capability is the caller's own */
+	if (capget_self(reg.caps) < 0) {
+		rc = -errno;
+		reg.active = false;
+		return rc;
+	}
+	reg.caps_changed = true; /* from here on, _end puts reg.caps back */
 	if (!as_caller) {
 		reg.ids_changed = true;
-		if (syscall(SYS_setgroups, 0, NULL) < 0 || (rc = set_fs_ids(NOBODY_ID, NOBODY_ID))) {
-			rc = rc ? rc : -errno;
+		if ((rc = become_nobody())) {
 			sfs_creds_backing_end();
 			return rc;
 		}
-	} else if (tc.uid == 0) {
-		return 0; /* root: every capability is the caller's own */
 	}
-	if (capget_self(reg.caps) < 0) {
-		rc = -errno;
-		sfs_creds_backing_end();
-		return rc;
-	}
-	memset(d, 0, sizeof(d));
 	memcpy(d, reg.caps, sizeof(d));
 	d[0].effective = d[1].effective = 0;
 	raise_cap(d, CAP_SYS_ADMIN);
@@ -219,7 +280,6 @@ int sfs_creds_backing_begin(bool as_caller)
 		sfs_creds_backing_end();
 		return rc;
 	}
-	reg.caps_changed = true;
 	return 0;
 }
 
@@ -227,16 +287,17 @@ void sfs_creds_backing_end(void)
 {
 	if (!reg.active)
 		return;
-	if (reg.caps_changed)
-		capset_self(reg.caps);
 	if (reg.ids_changed) {
-		/* back to what the thread cache says it has */
+		/* back to what the thread cache says it has, which takes CAP_SETUID and CAP_SETGID */
+		caps_all();
 		set_fs_ids(tc.uid, tc.gid);
 		if (tc.ngroups >= 0)
 			syscall(SYS_setgroups, tc.ngroups, tc.groups);
 		else
 			syscall(SYS_setgroups, 0, NULL);
 	}
+	if (reg.caps_changed)
+		capset_self(reg.caps);
 	reg.active = false;
 }
 

@@ -185,8 +185,13 @@ void pt_release(struct sfs_view *v, struct sfs_node *n, bool writes)
 			atomic_fetch_sub(&n->pt_atime_opens, 1);
 		if (--e->opens == 0) {
 			*slot = e->next;
-			if (v->se) /* else the connection, and the id with it, is gone */
+			if (v->se) { /* else the connection, and the id with it, is gone */
+				/* the kernel asks CAP_SYS_ADMIN, which a thread acting for a user
+				 * lacks (creds.h) */
+				sfs_priv_begin(SFS_PRIV_ADMIN);
 				sfs_fuse_io_backing_close(&v->fuse_io, e->id);
+				sfs_priv_end();
+			}
 			atomic_fetch_sub(&v->pt.backing_files, 1);
 			free(e);
 		}
