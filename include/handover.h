@@ -79,6 +79,7 @@ struct sfs_ho_view {
 	uint64_t uring_base, uring_region;
 	char mountpoint[PATH_MAX];
 	char source[PATH_MAX];
+	uint64_t mnt_id;              /* the view's mount, by its unique id (mountid.h) */
 	uint32_t opts_size;           /* sizeof(struct sfs_opts) of the writer */
 	struct sfs_opts opts;
 };

@@ -35,6 +35,10 @@ struct sfs_view {
 	const struct sfs_profile *_Atomic prof;
 	char mountpoint[PATH_MAX];
 	char source[PATH_MAX];
+	/* Its mount, by the unique id the requesting command read right after making it: the
+	 * path may come to lead elsewhere (a directory above it swapped by its owner), the id
+	 * never does (mountid.h). */
+	uint64_t mnt_id;
 	/* The requester's mount namespace, by identity: holding a descriptor of it would keep it
 	 * alive after its last process, and with it a view nobody can reach. */
 	dev_t ns_dev;
@@ -101,8 +105,10 @@ void sfs_view_record(struct sfs_view *v);
  * (every change is then notified), short when others write behind its back. */
 void sfs_view_set_caching(struct sfs_view *v, bool sole_writer);
 
-/* Unmounts the view in its own mount namespace (lazy if busy). */
-void sfs_view_unmount(const struct sfs_view *v);
+/* Unmounts the view's own mount (by its id, wherever it is now) in its mount namespace;
+ * lazily if it is busy, or at once with lazy. A path that leads elsewhere is never
+ * unmounted; what happened is logged. */
+void sfs_view_unmount(const struct sfs_view *v, bool lazy);
 
 /* Waits for the session threads to finish and frees the session. */
 void sfs_view_finish(struct sfs_view *v);

@@ -22,6 +22,7 @@
 #include "client.h"
 #include "control.h"
 #include "mntns.h"
+#include "mountid.h"
 #include "options.h"
 #include "status.h"
 #include "util.h"
@@ -121,9 +122,10 @@ fail:
 
 /* The FUSE mount of a view, attached here in the caller's namespace (contract §6), or in ns:
  * /dev/fuse is opened and the mount made before entering it, since a container may have no
- * /dev/fuse. */
+ * /dev/fuse. Its unique mount id in *id, which the daemon unmounts it by (mountid.h): read
+ * from the mount itself before it is attached, so nothing put at mp meanwhile can stand in. */
 static int mount_view(const char *source, const char *mp, const struct sfs_opts *o, int *fuse_fd,
-                      struct sfs_mntns *ns, char *err, size_t errlen)
+                      uint64_t *id, struct sfs_mntns *ns, char *err, size_t errlen)
 {
 	int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC), mnt, r, e;
 
@@ -132,6 +134,12 @@ static int mount_view(const char *source, const char *mp, const struct sfs_opts 
 		return -1;
 	}
 	if ((mnt = make_view_mount(source, fd, o, err, errlen)) < 0) {
+		close(fd);
+		return -1;
+	}
+	if ((r = sfs_mount_id_of(mnt, id))) {
+		sfs_errf(err, errlen, mp, "cannot identify the view's mount: %s", strerror(-r));
+		close(mnt);
 		close(fd);
 		return -1;
 	}
@@ -202,8 +210,9 @@ int sfs_cli_running_key(const char *what, char *key, size_t keylen, char *err, s
 
 /* ns_target: the namespace the view was mounted in, or -1 for this process's own. */
 static int add_view(const char *key, const char *source, const char *mp, const char *options,
-                    int fuse_fd, int ns_target, char *err, size_t errlen)
+                    int fuse_fd, uint64_t mnt_id, int ns_target, char *err, size_t errlen)
 {
+	char id[24];
 	struct sfs_msg req, rep;
 	int ns = ns_target >= 0 ? fcntl(ns_target, F_DUPFD_CLOEXEC, 0)
 	                        : open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
@@ -217,6 +226,8 @@ static int add_view(const char *key, const char *source, const char *mp, const c
 	sfs_msg_add(&req, "mountpoint", mp);
 	sfs_msg_add(&req, "source", source);
 	sfs_msg_add(&req, "options", options);
+	snprintf(id, sizeof(id), "%llu", (unsigned long long)mnt_id);
+	sfs_msg_add(&req, "mnt_id", id);
 	req.fds[0] = fuse_fd;
 	req.fds[1] = ns;
 	req.nfds = 2;
@@ -340,6 +351,7 @@ static int mount_in(const char *source, const char *mountpoint, const char *opti
 {
 	char err[ERRLEN] = "", key[128], path[PATH_MAX], mp[PATH_MAX], lockp[PATH_MAX];
 	struct sfs_opts o;
+	uint64_t mnt_id = 0;
 	pid_t started = 0;
 	bool is_file;
 	int lock = -1, fuse_fd = -1, conn;
@@ -376,9 +388,9 @@ static int mount_in(const char *source, const char *mountpoint, const char *opti
 	                                                     err, sizeof(err))) {
 		goto fail;
 	}
-	if (mount_view(source, mp, &o, &fuse_fd, ns, err, sizeof(err)))
+	if (mount_view(source, mp, &o, &fuse_fd, &mnt_id, ns, err, sizeof(err)))
 		goto fail;
-	if (add_view(key, source, mp, options, fuse_fd, ns->target, err, sizeof(err)))
+	if (add_view(key, source, mp, options, fuse_fd, mnt_id, ns->target, err, sizeof(err)))
 		goto fail_unmount;
 	close(fuse_fd);
 	close(lock);
@@ -387,7 +399,7 @@ static int mount_in(const char *source, const char *mountpoint, const char *opti
 	return 0;
 fail_unmount:
 	if (!sfs_mntns_enter(ns, NULL, 0)) {
-		umount2(mp, MNT_DETACH);
+		sfs_umount_checked(mp, mnt_id, MNT_DETACH);
 		sfs_mntns_leave(ns, NULL, 0);
 	}
 fail:
@@ -524,6 +536,32 @@ static pid_t view_daemon_in_ns(const char *mp, const char *ns, bool *last)
 	return pid;
 }
 
+/* Unmounts the view mp leads to now, in this process's namespace, and only it: mp is
+ * resolved once, and nothing is unmounted if it leads elsewhere by the time of the unmount
+ * (whoever owns a directory on the way may swap it for a symlink, mountid.h). Returns 0, or -1
+ * with the one-line error. */
+static int umount_view(const char *mp, char *err, size_t errlen)
+{
+	char type[64] = "";
+	uint64_t id = 0;
+	int rc = sfs_mount_id_at(mp, &id);
+
+	if (!rc)
+		rc = sfs_mount_describe(id, NULL, 0, type, sizeof(type));
+	if (rc == -EINVAL || (!rc && strcmp(type, "fuse.strictfs"))) {
+		sfs_errf(err, errlen, mp, "not a strictfs view");
+		return -1;
+	}
+	if (!rc)
+		rc = sfs_umount_checked(mp, id, 0);
+	if (rc == -ESTALE || rc == -ELOOP)
+		sfs_errf(err, errlen, mp, "no longer leads to the view it named (a directory on the way "
+		         "was replaced); nothing unmounted");
+	else if (rc)
+		sfs_errf(err, errlen, mp, "%s", strerror(-rc));
+	return rc ? -1 : 0;
+}
+
 /* umount --namespace NS MOUNTPOINT: the view is looked up by its path in that namespace and
  * the namespace itself in the daemons' status (the container's /proc may not show this
  * process), then unmounted there. */
@@ -560,14 +598,9 @@ static int umount_in_ns(const char *spec, const char *mountpoint)
 	}
 	if (sfs_mntns_enter(&ns, err, sizeof(err)))
 		goto out;
-	if (umount2(mp, UMOUNT_NOFOLLOW) < 0)
-		e = errno;
-	if (sfs_mntns_leave(&ns, err, sizeof(err)))
+	e = umount_view(mp, err, sizeof(err));
+	if (sfs_mntns_leave(&ns, e ? NULL : err, e ? 0 : sizeof(err)) || e)
 		goto out;
-	if (e) {
-		sfs_errf(err, sizeof(err), mp, "%s", strerror(e));
-		goto out;
-	}
 	if (last && !sfs_wait_pid_gone(daemon, 10000)) {
 		sfs_errf(err, sizeof(err), mp, "unmounted, but daemon %d has not exited yet", daemon);
 		goto out;
@@ -604,8 +637,7 @@ static int cmd_umount(int argc, char **argv)
 		return SFS_EXIT_FAIL;
 	}
 	last = sole_view_daemon(mp);
-	if (umount2(mp, UMOUNT_NOFOLLOW) < 0) {
-		sfs_errf(err, sizeof(err), mp, "%s", strerror(errno));
+	if (umount_view(mp, err, sizeof(err))) {
 		print_err(err);
 		return SFS_EXIT_FAIL;
 	}

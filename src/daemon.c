@@ -366,12 +366,14 @@ static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t
 	const char *mp = sfs_msg_get(req, "mountpoint");
 	const char *optstr = sfs_msg_get(req, "options");
 	const char *src = sfs_msg_get(req, "source");
+	const char *mnt_id = sfs_msg_get(req, "mnt_id");
+	unsigned long long id = 0;
 	struct sfs_view *v = NULL;
 	struct sfs_opts o;
 	int rc, slot;
 
 	if (!mp || !optstr || !src || !add_view_fds_ok(req) || strlen(mp) >= PATH_MAX ||
-	    strlen(src) >= PATH_MAX) {
+	    strlen(src) >= PATH_MAX || !mnt_id || !sfs_parse_uint(mnt_id, &id) || !id) {
 		sfs_errf(err, errlen, "control", "malformed add-view request");
 		return -EPROTO;
 	}
@@ -397,6 +399,7 @@ static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t
 		goto fail;
 	}
 	prepare_view(d, v, slot, mp, src);
+	v->mnt_id = id;
 	rc = sfs_view_start(v, req->fds[0], NULL);
 	req->fds[0] = -1;
 	if (rc) {
@@ -968,7 +971,7 @@ static void unmount_all(struct sfs_daemon *d)
 	struct sfs_view *v;
 
 	sfs_for_each_view(&d->svc.views, v)
-		sfs_view_unmount(v);
+		sfs_view_unmount(v, false);
 	wait_views_ended(d, SHUTDOWN_WAIT_MS);
 	reap_ended_views(d);
 }
@@ -1047,7 +1050,7 @@ static void unmount_unreachable_views(struct sfs_daemon *d)
 		if (v->ns_ino == self.st_ino && v->ns_dev == self.st_dev) {
 			syslog(LOG_INFO, "%s: no process is left in the mount namespace of %s; unmounting it",
 			       d->source, v->mountpoint);
-			umount2(v->mountpoint, MNT_DETACH | UMOUNT_NOFOLLOW);
+			sfs_view_unmount(v, true);
 		}
 	}
 }
@@ -1363,6 +1366,7 @@ static int adopt_view(struct sfs_daemon *d, const struct sfs_ho_view *rec)
 	v->qroot = -1;
 	v->ns_dev = rec->ns_dev;
 	v->ns_ino = rec->ns_ino;
+	v->mnt_id = rec->mnt_id;
 	if ((rc = adopt_clone(d, v, rec, err, sizeof(err))))
 		goto fail;
 	if ((rc = open_view_root(d, rec->opts.subdir, &v->root, err, sizeof(err))))

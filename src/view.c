@@ -15,10 +15,12 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "fdcache.h"
 #include "handover.h"
+#include "mountid.h"
 #include "services.h"
 #include "util.h"
 
@@ -124,6 +126,7 @@ void sfs_view_record(struct sfs_view *v)
 	r->clone_fd = v->clone.fd;
 	sfs_strlcpy(r->mountpoint, v->mountpoint, sizeof(r->mountpoint));
 	sfs_strlcpy(r->source, v->source, sizeof(r->source));
+	r->mnt_id = v->mnt_id;
 	r->opts_size = sizeof(r->opts);
 	r->opts = v->prof->opts;
 	sfs_ho_write_view(v->svc->ho, r);
@@ -240,11 +243,61 @@ static int open_namespace_of(const struct sfs_view *v)
 	return fd;
 }
 
+/* What the child that unmounts a view found, as its exit status. */
+enum unmount_outcome {
+	UNMOUNTED = 0,
+	FAILED = 1,
+	UNMOUNTED_MOVED = 2, /* not at its path any more: found by its id where it is now */
+	NOT_FOUND = 3,       /* the path leads elsewhere and the id to no path */
+	GONE = 4,            /* no such mount in the namespace: unmounted already */
+};
+
+/* The view's mount at path, if it is there: at once, else (busy, or lazy) detached. */
+static int unmount_at(const struct sfs_view *v, const char *path, bool lazy)
+{
+	int rc = lazy ? -EBUSY : sfs_umount_checked(path, v->mnt_id, 0);
+
+	return rc == -EBUSY ? sfs_umount_checked(path, v->mnt_id, MNT_DETACH) : rc;
+}
+
+/* In the child, in the view's namespace. The path the view was mounted at may lead elsewhere
+ * now: whoever owns a directory above it can rename that and put a symlink to another mount
+ * in its place. Then the view's mount is looked for by its id. */
+static enum unmount_outcome unmount_here(const struct sfs_view *v, bool lazy)
+{
+	char now[PATH_MAX];
+	int rc = unmount_at(v, v->mountpoint, lazy);
+
+	if (rc != -ESTALE)
+		return rc ? FAILED : UNMOUNTED;
+	rc = sfs_mount_describe(v->mnt_id, now, sizeof(now), NULL, 0);
+	if (rc == -ENOENT)
+		return GONE;
+	if (rc)
+		return NOT_FOUND;
+	rc = unmount_at(v, now, lazy);
+	return !rc ? UNMOUNTED_MOVED : rc == -ESTALE ? NOT_FOUND : FAILED;
+}
+
+static void log_outcome(const struct sfs_view *v, int status)
+{
+	int outcome = WIFEXITED(status) ? WEXITSTATUS(status) : FAILED;
+
+	if (outcome == UNMOUNTED_MOVED)
+		syslog(LOG_WARNING, "%s: %s no longer leads to the view (a directory above it was "
+		       "replaced); its mount was unmounted where it is now", v->source, v->mountpoint);
+	else if (outcome == NOT_FOUND)
+		syslog(LOG_ERR, "%s: %s no longer leads to the view and its mount was not found: "
+		       "nothing unmounted", v->source, v->mountpoint);
+	else if (outcome == FAILED)
+		syslog(LOG_ERR, "%s: cannot unmount the view at %s", v->source, v->mountpoint);
+}
+
 /* A child enters the view's mount namespace and unmounts it there: the daemon itself stays
  * in its own namespace, and setns is per process for a threaded one. */
-void sfs_view_unmount(const struct sfs_view *v)
+void sfs_view_unmount(const struct sfs_view *v, bool lazy)
 {
-	int nsfd = open_namespace_of(v);
+	int nsfd = open_namespace_of(v), status = 0;
 	pid_t pid;
 
 	if (nsfd < 0)
@@ -252,14 +305,11 @@ void sfs_view_unmount(const struct sfs_view *v)
 	pid = fork();
 	if (pid == 0) {
 		if (setns(nsfd, CLONE_NEWNS) < 0)
-			_exit(1);
-		if (umount2(v->mountpoint, UMOUNT_NOFOLLOW) < 0 &&
-		    umount2(v->mountpoint, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
-			_exit(1);
-		_exit(0);
+			_exit(FAILED);
+		_exit(unmount_here(v, lazy));
 	}
-	if (pid > 0)
-		waitpid(pid, NULL, 0);
+	if (pid > 0 && waitpid(pid, &status, 0) == pid)
+		log_outcome(v, status);
 	close(nsfd);
 }
 

@@ -96,6 +96,66 @@ test_sigterm_unmounts_views_and_releases_loop() {
 	assert_eq kept "$(cat "$B/f" 2>&1)" "data written before SIGTERM is there"
 }
 
+# swapped_view: an attacker's set-up. sfs_alice owns a directory D ($T_DIR/home/d) with a
+# view mounted at D/v, and another mount (a tmpfs with a file "mark") is at $T_DIR/other/v.
+# Sets D, V, O (the other mount), PID. swap_view then has alice rename D to D.old and put a
+# symlink to $T_DIR/other in its place: the view's path leads to the other mount.
+swapped_view() {
+	local H=$T_DIR/home
+	mkimg swap
+	IMG=$REPLY
+	D=$H/d
+	V=$D/v
+	O=$T_DIR/other/v
+	mkdir -p "$H" "$O"
+	chown "$SFS_ALICE" "$H"
+	need as_user "$SFS_ALICE" mkdir "$D" "$V"
+	mount -t tmpfs other "$O" || die "mount tmpfs at $O"
+	echo keep >"$O/mark"
+	view "" "$IMG" "$V"
+	PID=$(view_pid "$V")
+}
+
+swap_view() {
+	as_user "$SFS_ALICE" mv "$D" "$D.old" && as_user "$SFS_ALICE" ln -s "${O%/v}" "$D"
+}
+
+# SIGTERM unmounts the view the daemon made, not whatever its path leads to by then.
+test_sigterm_unmounts_the_view_not_what_its_path_leads_to() {
+	swapped_view
+	assert_ok swap_view
+	assert_eq "$O" "$(readlink -f "$V")" "the view's path now leads to the other mount"
+	assert_ok kill -TERM "$PID"
+	assert_ok wait_daemon_gone "$PID" 10
+	assert_ok is_mounted "$O"
+	assert_eq keep "$(cat "$O/mark" 2>&1)" "the other mount is untouched"
+	assert_ok not_mounted "$D.old/v"
+	assert_eq "" "$(findmnt -rn -t fuse.strictfs -o TARGET | grep -F "$T_DIR/")" \
+		"no view of this test is left mounted, dead"
+}
+
+# strictfs umount resolves the mountpoint once: a swap while it runs (here while it asks the
+# daemons which one serves the view) makes it refuse, never unmount the other mount.
+test_strictfs_umount_refuses_a_path_swapped_under_it() {
+	command -v strace >/dev/null || die "strace is needed"
+	swapped_view
+	local c
+	strace -qq -o "$T_DIR/umount.strace" -e trace=connect -e inject=connect:delay_exit=2000000:when=1 \
+		"$STRICTFS" umount "$V" >"$T_DIR/umount.out" 2>&1 &
+	c=$!
+	assert_ok wait_until 10 grep -q DELAYED "$T_DIR/umount.strace"
+	assert_ok swap_view
+	wait "$c"
+	assert_eq 1 "$?" "strictfs umount fails"
+	assert_eq 1 "$(wc -l <"$T_DIR/umount.out")" "with one line: $(cat "$T_DIR/umount.out")"
+	assert_ok is_mounted "$O"
+	assert_eq keep "$(cat "$O/mark" 2>&1)" "the other mount is untouched"
+	assert_ok is_mounted "$D.old/v"
+	assert_ok ls "$D.old/v/lost+found"
+	assert_ok "$STRICTFS" umount "$D.old/v"
+	assert_ok wait_daemon_gone "$PID" 10
+}
+
 test_sigterm_unmounts_view_in_other_namespace() {
 	local H N=$T_DIR/nsview
 	mkdir "$N"
