@@ -16,6 +16,12 @@ int sfs_mount_id_at(const char *path, uint64_t *id);
 /* The same for the mount whose root fd is (a mount fsmount made, attached or not). */
 int sfs_mount_id_of(int fd, uint64_t *id);
 
+/* A descriptor (O_PATH) of path, followed through no symlink, if it is the root of the mount
+ * with unique id want: what a change of that mount's flags goes through (mount_setattr with
+ * AT_EMPTY_PATH), so a path swapped meanwhile cannot redirect it. Returns the fd, -ESTALE
+ * when path leads elsewhere, or -errno. */
+int sfs_mount_open_checked(const char *path, uint64_t want);
+
 /* Where the mount with unique id is now, in the caller's mount namespace and relative to its
  * root (statmount), and its type as the mount table shows it ("fuse.strictfs"); either buffer
  * may be NULL. Returns 0 or -errno (-ENOENT: no such mount here). */

@@ -257,7 +257,7 @@ static int check_mountpoint(const char *mp, char *real, char *err, size_t errlen
 }
 
 static int remount_call(const char *key, const char *mp, const char *options, bool check,
-                        unsigned long flags[2], char *err, size_t errlen)
+                        unsigned long flags[2], uint64_t *mnt_id, char *err, size_t errlen)
 {
 	struct sfs_msg req, rep;
 	const char *fl;
@@ -279,6 +279,8 @@ static int remount_call(const char *key, const char *mp, const char *options, bo
 		flags[0] = strtoul(fl, NULL, 10);
 	if ((fl = sfs_msg_get(&rep, "old_mount_flags")))
 		flags[1] = strtoul(fl, NULL, 10);
+	if ((fl = sfs_msg_get(&rep, "mnt_id")))
+		*mnt_id = strtoull(fl, NULL, 10);
 	sfs_msg_free(&rep);
 	return 0;
 }
@@ -301,25 +303,36 @@ bool sfs_cli_view_source(const char *mp, char *src, size_t len)
  * the kernel's per-mount flags change with mount_setattr, then the daemon applies it. Should
  * the daemon refuse at the last step (a file opened for writing meanwhile), the mount's flags
  * go back: a refused remount changes nothing. */
-/* The view's mount gets the per-mount flags of ms_flags. */
-static int set_view_flags(const char *mp, unsigned long ms_flags, char *err, size_t errlen)
+/* The view's mount (unique id mnt_id, found at mp through no symlink: mountid.h) gets the
+ * per-mount flags of ms_flags; a path that leads elsewhere by now changes nothing. */
+static int set_view_flags(const char *mp, uint64_t mnt_id, unsigned long ms_flags, char *err,
+                          size_t errlen)
 {
 	struct mount_attr attr;
+	int fd = sfs_mount_open_checked(mp, mnt_id), rc = 0;
 
+	if (fd < 0) {
+		sfs_errf(err, errlen, mp, "%s", fd == -ESTALE ? "no longer leads to the view it named "
+		         "(a directory on the way was replaced); nothing changed" : strerror(-fd));
+		return -1;
+	}
 	sfs_opts_mount_attr(ms_flags, &attr);
-	if (mount_setattr(AT_FDCWD, mp, 0, &attr, sizeof(attr)) == 0)
-		return 0;
-	if (errno == EBUSY && (ms_flags & MS_RDONLY))
-		sfs_errf(err, errlen, "ro", "files are open for writing through %s", mp);
-	else
-		sfs_errf(err, errlen, mp, "%s", strerror(errno));
-	return -1;
+	if (mount_setattr(fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
+		rc = -1;
+		if (errno == EBUSY && (ms_flags & MS_RDONLY))
+			sfs_errf(err, errlen, "ro", "files are open for writing through %s", mp);
+		else
+			sfs_errf(err, errlen, mp, "%s", strerror(errno));
+	}
+	close(fd);
+	return rc;
 }
 
 int sfs_cli_remount(const char *mountpoint, const char *options)
 {
 	char err[ERRLEN] = "", mp[PATH_MAX], src[PATH_MAX], key[128], path[PATH_MAX];
 	unsigned long flags[2] = {0, 0}; /* the view's mount flags after and before */
+	uint64_t mnt_id = 0;
 	bool is_file;
 
 	if (!realpath(mountpoint, mp)) {
@@ -331,11 +344,11 @@ int sfs_cli_remount(const char *mountpoint, const char *options)
 		goto fail;
 	}
 	if (sfs_source_key(src, key, sizeof(key), path, sizeof(path), &is_file, err, sizeof(err)) ||
-	    remount_call(key, mp, options, true, flags, err, sizeof(err)) ||
-	    set_view_flags(mp, flags[0], err, sizeof(err)))
+	    remount_call(key, mp, options, true, flags, &mnt_id, err, sizeof(err)) ||
+	    set_view_flags(mp, mnt_id, flags[0], err, sizeof(err)))
 		goto fail;
-	if (remount_call(key, mp, options, false, flags, err, sizeof(err))) {
-		set_view_flags(mp, flags[1], NULL, 0);
+	if (remount_call(key, mp, options, false, flags, &mnt_id, err, sizeof(err))) {
+		set_view_flags(mp, mnt_id, flags[1], NULL, 0);
 		goto fail;
 	}
 	return 0;

@@ -482,7 +482,7 @@ out:
 /* remount: the view's options change in place, or the change is refused by name. With check
  * set, only whether it would be refused, and the view's mount flags before and after. */
 static int remount_view(struct sfs_daemon *d, struct sfs_msg *req, unsigned long *flags,
-                        unsigned long *old_flags, char *err, size_t errlen)
+                        unsigned long *old_flags, uint64_t *mnt_id, char *err, size_t errlen)
 {
 	const char *mp = sfs_msg_get(req, "mountpoint");
 	const char *optstr = sfs_msg_get(req, "options");
@@ -511,6 +511,7 @@ static int remount_view(struct sfs_daemon *d, struct sfs_msg *req, unsigned long
 		return -ENOMEM;
 	*flags = o.mount_flags;
 	*old_flags = v->prof->opts.mount_flags;
+	*mnt_id = v->mnt_id;
 	if (check && !strcmp(check, "1")) {
 		pthread_mutex_lock(&v->pt.lock);
 		rc = passthrough_writers_hold(v, p, err, errlen);
@@ -779,12 +780,15 @@ static void answer(struct sfs_daemon *d, struct sfs_msg *req, struct sfs_msg *re
 	}
 	case SFS_REQ_REMOUNT: {
 		unsigned long flags = 0, old_flags = 0;
+		uint64_t mnt_id = 0;
 		char num[32];
-		rc = remount_view(d, req, &flags, &old_flags, err, sizeof(err));
+		rc = remount_view(d, req, &flags, &old_flags, &mnt_id, err, sizeof(err));
 		snprintf(num, sizeof(num), "%lu", flags);
 		reply_fields(rep, rc, rc ? err : NULL, "mount_flags", num);
 		snprintf(num, sizeof(num), "%lu", old_flags);
 		sfs_msg_add(rep, "old_mount_flags", num);
+		snprintf(num, sizeof(num), "%llu", (unsigned long long)mnt_id);
+		sfs_msg_add(rep, "mnt_id", num);
 		break;
 	}
 	case SFS_REQ_QUOTA: {

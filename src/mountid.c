@@ -92,6 +92,20 @@ int sfs_mount_id_at(const char *path, uint64_t *id)
 	return rc;
 }
 
+int sfs_mount_open_checked(const char *path, uint64_t want)
+{
+	int fd = open_no_symlinks(AT_FDCWD, path, O_DIRECTORY), rc;
+	uint64_t id;
+
+	if (fd < 0)
+		return fd;
+	if ((rc = sfs_mount_id_of(fd, &id)) || id != want) {
+		close(fd);
+		return rc == -EINVAL || !rc ? -ESTALE : rc;
+	}
+	return fd;
+}
+
 int sfs_mount_describe(uint64_t id, char *point, size_t plen, char *type, size_t tlen)
 {
 	struct mnt_id_req req = {sizeof(req), 0, id,

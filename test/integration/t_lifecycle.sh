@@ -156,6 +156,27 @@ test_strictfs_umount_refuses_a_path_swapped_under_it() {
 	assert_ok wait_daemon_gone "$PID" 10
 }
 
+# A remount changes the flags of the view's own mount, never of what its path leads to after a
+# swap while the command runs: ro through a swapped path would land on the other mount.
+test_remount_refuses_a_path_swapped_under_it() {
+	command -v strace >/dev/null || die "strace is needed"
+	swapped_view
+	local c
+	strace -qq -o "$T_DIR/remount.strace" -e trace=connect -e inject=connect:delay_exit=2000000:when=1 \
+		"$STRICTFS" mount -o remount,ro "$V" >"$T_DIR/remount.out" 2>&1 &
+	c=$!
+	assert_ok wait_until 10 grep -q DELAYED "$T_DIR/remount.strace"
+	assert_ok swap_view
+	wait "$c"
+	assert_eq 1 "$?" "the remount fails"
+	assert_eq 1 "$(wc -l <"$T_DIR/remount.out")" "with one line: $(cat "$T_DIR/remount.out")"
+	assert_ok sh -c "echo still > '$O/mark'"
+	assert_ok has_mount_opt "$O" rw
+	assert_ok has_mount_opt "$D.old/v" rw
+	assert_eq false "$(view_opt "$V" ro)" "the view is unchanged too (status names it by its path)"
+	assert_ok "$STRICTFS" umount "$D.old/v"
+}
+
 test_sigterm_unmounts_view_in_other_namespace() {
 	local H N=$T_DIR/nsview
 	mkdir "$N"
