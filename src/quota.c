@@ -18,7 +18,7 @@
 
 #include "creds.h"
 #include "fdcache.h"
-#include "hash.h"
+#include "inoset.h"
 #include "util.h"
 
 #define STATE_DIR ".strictfs"
@@ -385,42 +385,6 @@ int64_t sfs_quota_alloc_bytes(struct sfs_quota *q, int fd, off_t off, off_t len)
 
 /* ---- the scan ---------------------------------------------------------------------------- */
 
-/* Inode numbers of multiply linked files already counted: hard links count once. */
-struct inoset {
-	uint64_t *slot;
-	size_t n, cap;
-};
-
-static bool inoset_add(struct inoset *s, uint64_t ino)
-{
-	if ((s->n + 1) * 2 > s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 1024;
-		uint64_t *slot = calloc(cap, sizeof(*slot));
-		if (!slot)
-			return true;
-		for (size_t i = 0; i < s->cap; i++) {
-			if (!s->slot[i])
-				continue;
-			size_t h = (s->slot[i] * 0x9e3779b97f4a7c15ull) & (cap - 1);
-			while (slot[h])
-				h = (h + 1) & (cap - 1);
-			slot[h] = s->slot[i];
-		}
-		free(s->slot);
-		s->slot = slot;
-		s->cap = cap;
-	}
-	for (size_t h = sfs_hash_inode(0, ino) & (s->cap - 1);; h = (h + 1) & (s->cap - 1)) {
-		if (s->slot[h] == ino)
-			return false;
-		if (!s->slot[h]) {
-			s->slot[h] = ino;
-			s->n++;
-			return true;
-		}
-	}
-}
-
 struct handle {
 	struct file_handle fh;
 	unsigned char bytes[MAX_HANDLE_SZ];
@@ -455,7 +419,7 @@ struct scan {
 	struct sfs_quota *q;
 	struct sfs_qstate usage;
 	struct sfs_qentry total;
-	struct inoset links;
+	struct sfs_inoset links;     /* multiply linked files already counted */
 	dev_t dev;
 	time_t last_report;
 };
@@ -482,9 +446,12 @@ static int scan_count(struct scan *s, const struct stat *st)
 {
 	struct sfs_qentry *u, *g;
 	const int64_t delta[SFS_QNRES] = {(int64_t)st->st_blocks * 512, 1};
+	int rc;
 
-	if (!S_ISDIR(st->st_mode) && st->st_nlink > 1 && !inoset_add(&s->links, st->st_ino))
-		return 0;
+	/* a hard link counts once: at its first name, or not at all when no memory can tell */
+	if (!S_ISDIR(st->st_mode) && st->st_nlink > 1 &&
+	    (rc = sfs_inoset_add(&s->links, st->st_ino)) <= 0)
+		return rc;
 	u = sfs_qtable_get(&s->usage.t[SFS_QUSR], st->st_uid);
 	g = sfs_qtable_get(&s->usage.t[SFS_QGRP], st->st_gid);
 	if (!u || !g)
@@ -570,8 +537,7 @@ static int scan_tree_at(struct sfs_quota *q, struct scan *s, int top)
 	}
 out:
 	free(dq.h);
-	free(s->links.slot);
-	s->links.slot = NULL;
+	sfs_inoset_free(&s->links);
 	return rc;
 }
 
