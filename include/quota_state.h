@@ -59,6 +59,18 @@ void sfs_qentry_apply(struct sfs_qentry *e, const int64_t delta[SFS_QNRES], time
 /* Whether e holds limits or a running grace timer worth writing to the state file. */
 bool sfs_qentry_persistent(const struct sfs_qentry *e);
 
+/* One name of a multiply linked file, as `quota check` finds it. Its count keeps every such
+ * name and counts each inode once by sorting them, sharing nothing with the set the ledger's
+ * own scans use (inoset.h): a fault of either then shows as a difference. */
+struct sfs_qlink {
+	uint64_t ino;
+	uint32_t uid, gid;
+	int64_t bytes;
+};
+
+/* Sorts a[0..n) by inode number and keeps one entry per inode: returns how many remain. */
+size_t sfs_qlinks_unique(struct sfs_qlink *a, size_t n);
+
 /* Serialises the limits and grace state (not the usage, which a scan rebuilds) into a
  * malloc'd buffer. Returns 0 or -ENOMEM. */
 int sfs_qstate_format(const struct sfs_qstate *s, char **buf, size_t *len);

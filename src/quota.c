@@ -415,11 +415,18 @@ static int dirqueue_push(struct dirqueue *q, int dirfd, const char *name)
 	return 0;
 }
 
+struct scan;
+/* How a walk counts each object it finds (count_once, count_later). */
+typedef int count_fn(struct scan *s, const struct stat *st);
+
 struct scan {
 	struct sfs_quota *q;
+	count_fn *count;
 	struct sfs_qstate usage;
 	struct sfs_qentry total;
-	struct sfs_inoset links;     /* multiply linked files already counted */
+	struct sfs_inoset links;     /* count_once: multiply linked files already counted */
+	struct sfs_qlink *names;     /* count_later: every name of a multiply linked file */
+	size_t nnames, capnames;
 	dev_t dev;
 	time_t last_report;
 };
@@ -442,18 +449,22 @@ static void scan_progress(struct scan *s)
 	       all);
 }
 
-static int scan_count(struct scan *s, const struct stat *st)
+/* The scans of the start and of a view's tree show their progress in status. */
+static void progress_start(struct sfs_quota *q)
 {
-	struct sfs_qentry *u, *g;
-	const int64_t delta[SFS_QNRES] = {(int64_t)st->st_blocks * 512, 1};
-	int rc;
+	struct statvfs sv;
 
-	/* a hard link counts once: at its first name, or not at all when no memory can tell */
-	if (!S_ISDIR(st->st_mode) && st->st_nlink > 1 &&
-	    (rc = sfs_inoset_add(&s->links, st->st_ino)) <= 0)
-		return rc;
-	u = sfs_qtable_get(&s->usage.t[SFS_QUSR], st->st_uid);
-	g = sfs_qtable_get(&s->usage.t[SFS_QGRP], st->st_gid);
+	atomic_store(&q->scanned, 0);
+	if (fstatvfs(q->ctx.root_fd, &sv) == 0)
+		atomic_store(&q->expected, sv.f_files - sv.f_ffree);
+}
+
+static int add_usage(struct scan *s, uint32_t uid, uint32_t gid, int64_t bytes)
+{
+	struct sfs_qentry *u = sfs_qtable_get(&s->usage.t[SFS_QUSR], uid);
+	struct sfs_qentry *g = sfs_qtable_get(&s->usage.t[SFS_QGRP], gid);
+	const int64_t delta[SFS_QNRES] = {bytes, 1};
+
 	if (!u || !g)
 		return -ENOMEM;
 	for (int r = 0; r < SFS_QNRES; r++) {
@@ -461,9 +472,57 @@ static int scan_count(struct scan *s, const struct stat *st)
 		g->used[r] += delta[r];
 		s->total.used[r] += delta[r];
 	}
+	return 0;
+}
+
+static bool multiply_linked(const struct stat *st)
+{
+	return !S_ISDIR(st->st_mode) && st->st_nlink > 1;
+}
+
+/* The ledger's count: a hard link counts at its first name, or not at all when no memory can
+ * tell. */
+static int count_once(struct scan *s, const struct stat *st)
+{
+	int rc;
+
+	if (multiply_linked(st) && (rc = sfs_inoset_add(&s->links, st->st_ino)) <= 0)
+		return rc;
+	if ((rc = add_usage(s, st->st_uid, st->st_gid, (int64_t)st->st_blocks * 512)))
+		return rc;
 	atomic_fetch_add(&s->q->scanned, 1);
 	scan_progress(s);
 	return 0;
+}
+
+/* quota check's count, apart from the ledger's: every name of a multiply linked file is kept,
+ * and each inode counted once when the walk is over (count_names). */
+static int count_later(struct scan *s, const struct stat *st)
+{
+	if (!multiply_linked(st))
+		return add_usage(s, st->st_uid, st->st_gid, (int64_t)st->st_blocks * 512);
+	if (s->nnames == s->capnames) {
+		size_t cap = s->capnames ? s->capnames * 2 : 1024;
+		struct sfs_qlink *a = realloc(s->names, cap * sizeof(*a));
+		if (!a)
+			return -ENOMEM;
+		s->names = a;
+		s->capnames = cap;
+	}
+	s->names[s->nnames++] = (struct sfs_qlink){.ino = st->st_ino, .uid = st->st_uid,
+	                                           .gid = st->st_gid,
+	                                           .bytes = (int64_t)st->st_blocks * 512};
+	return 0;
+}
+
+static int count_names(struct scan *s)
+{
+	size_t n = sfs_qlinks_unique(s->names, s->nnames);
+	int rc = 0;
+
+	for (size_t i = 0; !rc && i < n; i++)
+		rc = add_usage(s, s->names[i].uid, s->names[i].gid, s->names[i].bytes);
+	return rc;
 }
 
 static int scan_dir(struct scan *s, struct dirqueue *dq, int fd, bool is_root)
@@ -488,7 +547,7 @@ static int scan_dir(struct scan *s, struct dirqueue *dq, int fd, bool is_root)
 		}
 		if (st.st_dev != s->dev)
 			continue;
-		rc = scan_count(s, &st);
+		rc = s->count(s, &st);
 		if (!rc && S_ISDIR(st.st_mode))
 			rc = dirqueue_push(dq, dirfd(dp), de->d_name);
 	}
@@ -498,26 +557,23 @@ static int scan_dir(struct scan *s, struct dirqueue *dq, int fd, bool is_root)
 	return rc;
 }
 
-/* Counts every inode of the backing into s (hard links once, /.strictfs left out). */
-/* Counts every inode of the tree at top (any descriptor of a directory) into s. */
-static int scan_tree_at(struct sfs_quota *q, struct scan *s, int top)
+/* Counts every inode of the tree at top (any descriptor of a directory) into s, each as count
+ * says (hard links once, /.strictfs left out). */
+static int walk_tree(struct sfs_quota *q, struct scan *s, int top, count_fn *count)
 {
 	const struct sfs_quota_ctx *ctx = &q->ctx;
 	struct dirqueue dq = {0};
-	struct statvfs sv;
 	struct stat st;
 	int rc, fd;
 
 	memset(s, 0, sizeof(*s));
 	s->q = q;
+	s->count = count;
 	sfs_qstate_init(&s->usage);
-	atomic_store(&q->scanned, 0);
-	if (fstatvfs(ctx->root_fd, &sv) == 0)
-		atomic_store(&q->expected, sv.f_files - sv.f_ffree);
 	if (fstat(top, &st) < 0)
 		return -errno;
 	s->dev = st.st_dev;
-	if ((rc = scan_count(s, &st)))
+	if ((rc = count(s, &st)))
 		goto out;
 	fd = openat(top, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	rc = fd < 0 ? -errno : scan_dir(s, &dq, fd, st.st_ino == ctx->root_ino);
@@ -535,16 +591,32 @@ static int scan_tree_at(struct sfs_quota *q, struct scan *s, int top)
 			dq.head = 0;
 		}
 	}
+	if (!rc)
+		rc = count_names(s);
 out:
 	free(dq.h);
 	sfs_inoset_free(&s->links);
+	free(s->names);
+	s->names = NULL;
 	return rc;
 }
 
-/* Every inode of the backing (hard links once, /.strictfs left out). */
+/* The ledger's scans: the tree at top counted as the ledger counts. */
+static int scan_tree_at(struct sfs_quota *q, struct scan *s, int top)
+{
+	return walk_tree(q, s, top, count_once);
+}
+
+/* Every inode of the backing, for the ledger. */
 static int scan_tree(struct sfs_quota *q, struct scan *s)
 {
 	return scan_tree_at(q, s, q->ctx.root_fd);
+}
+
+/* quota check's count of the tree at top: the same objects, hard links told apart its own way. */
+static int recount_tree_at(struct sfs_quota *q, struct scan *s, int top)
+{
+	return walk_tree(q, s, top, count_later);
 }
 
 static void scan_free(struct scan *s)
@@ -584,6 +656,7 @@ int sfs_quota_add_root(struct sfs_quota *q, struct sfs_node *root, int fd, char 
 		         SFS_QROOTS);
 		goto out;
 	}
+	progress_start(q);
 	if ((rc = scan_tree_at(q, &s, fd))) {
 		sfs_errf(err, errlen, "size", "cannot count the view's tree: %s", strerror(-rc));
 		scan_free(&s);
@@ -661,6 +734,7 @@ static void *scan_thread(void *arg)
 	int rc;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	progress_start(q);
 	rc = scan_tree(q, &s);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	pthread_mutex_lock(&q->lock);
@@ -1029,7 +1103,7 @@ static int compare_root(struct sfs_quota *q, int slot, json_object *diffs)
 
 	if (fd < 0)
 		return fd;
-	rc = scan_tree_at(q, &s, fd);
+	rc = recount_tree_at(q, &s, fd);
 	sfs_fd_put(q->ctx.fdc, r->node);
 	for (int k = 0; !rc && k < SFS_QNRES; k++)
 		if (r->e.used[k] != s.total.used[k])
@@ -1055,7 +1129,7 @@ json_object *sfs_quota_check(struct sfs_quota *q, bool *same)
 	 * allocated first, so both sides see the same blocks */
 	pthread_rwlock_wrlock(&q->barrier);
 	syncfs(q->ctx.root_fd);
-	rc = scan_tree(q, &s);
+	rc = recount_tree_at(q, &s, q->ctx.root_fd);
 	pthread_mutex_lock(&q->lock);
 	if (!rc) {
 		compare_tables(&q->state.t[SFS_QUSR], &s.usage.t[SFS_QUSR], "user", diffs);

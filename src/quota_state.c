@@ -110,6 +110,25 @@ bool sfs_qentry_persistent(const struct sfs_qentry *e)
 	return false;
 }
 
+static int by_ino(const void *a, const void *b)
+{
+	uint64_t x = ((const struct sfs_qlink *)a)->ino, y = ((const struct sfs_qlink *)b)->ino;
+
+	return (x > y) - (x < y);
+}
+
+size_t sfs_qlinks_unique(struct sfs_qlink *a, size_t n)
+{
+	size_t kept = 0;
+
+	if (n)
+		qsort(a, n, sizeof(*a), by_ino);
+	for (size_t i = 0; i < n; i++)
+		if (!kept || a[i].ino != a[kept - 1].ino)
+			a[kept++] = a[i];
+	return kept;
+}
+
 /* A growing text buffer. */
 struct out {
 	char *buf;

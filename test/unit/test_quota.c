@@ -186,6 +186,42 @@ static void test_units(void)
 	}
 }
 
+/* quota check's own way to count a hard link once: every name kept, sorted, one per inode. */
+static void test_links_unique(void)
+{
+	static const struct {
+		uint64_t ino[8];
+		size_t n, kept;
+	} cases[] = {
+		{{0}, 0, 0},
+		{{42}, 1, 1},
+		{{42, 42}, 2, 1},
+		{{7, 3, 7, 3, 9}, 5, 3},
+		{{5, 5, 5, 5, 5, 5, 5, 5}, 8, 1},
+		{{1, 2, 3, 4}, 4, 4},
+		{{UINT64_MAX, 1, UINT64_MAX, 1ull << 32, 1}, 5, 3},
+	};
+	struct sfs_qlink a[8];
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		size_t kept;
+		for (size_t i = 0; i < cases[c].n; i++)
+			a[i] = (struct sfs_qlink){.ino = cases[c].ino[i], .uid = 1000, .bytes = 4096};
+		kept = sfs_qlinks_unique(a, cases[c].n);
+		CHECK(kept == cases[c].kept, "case %zu: %zu kept, expected %zu", c, kept, cases[c].kept);
+		for (size_t i = 1; i < kept; i++)
+			CHECK(a[i - 1].ino < a[i].ino, "case %zu: one per inode, in order", c);
+	}
+
+	/* many: 3000 files of two names each, in the order a directory may list them */
+	enum { FILES = 3000 };
+	struct sfs_qlink *big = malloc(2 * FILES * sizeof(*big));
+	for (size_t i = 0; i < 2 * FILES; i++)
+		big[i] = (struct sfs_qlink){.ino = 12 + (i * 7919) % FILES, .uid = 1000};
+	CHECK(sfs_qlinks_unique(big, 2 * FILES) == FILES, "3000 files of two names: 3000");
+	free(big);
+}
+
 int main(void)
 {
 	test_limits();
@@ -194,6 +230,7 @@ int main(void)
 	test_format_round_trip();
 	test_parse_refusals();
 	test_units();
+	test_links_unique();
 	printf("%d checks, %d failed\n", checks, failures);
 	return failures ? 1 : 0;
 }
