@@ -11,6 +11,7 @@
 #define SFS_QUOTA_H
 
 #include <json-c/json.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -18,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "inode.h"
+#include "options.h"
 #include "quota_state.h"
 
 struct sfs_fdcache;
@@ -67,6 +69,8 @@ struct sfs_quota {
 	atomic_uint rgen;                /* bumped when the set of roots changes */
 	pthread_t scan_thread;
 	bool scan_started;
+	char scan_where[PATH_MAX];       /* a failed start-up scan: where (a path in the backing) */
+	int scan_errno;                  /* and why; both set before scan says failed */
 };
 
 /* The amounts one modifying request has reserved, and whom they charge. */
@@ -116,6 +120,16 @@ uint32_t sfs_quota_mask(struct sfs_quota *q, struct sfs_node *node, int fd);
  * when that would cross the edge of a view tree whose usage is kept apart. */
 int sfs_quota_may_move(struct sfs_quota *q, struct sfs_node *a, int afd, struct sfs_node *b,
                        int bfd);
+
+/* Waits up to ms for the start-up scan to end (done or failed). */
+void sfs_quota_wait_scan(struct sfs_quota *q, int ms);
+
+/* Whether a view with options o (was: its options before a remount, or NULL) can have its
+ * limits enforced: 0, or -EIO with the one-line refusal in err, naming where the start-up scan
+ * failed, when they rest on usage that scan could not count. Limits a view already had are
+ * not refused again. */
+int sfs_quota_enforceable(struct sfs_quota *q, const struct sfs_opts *o, const struct sfs_opts *was,
+                          char *err, size_t errlen);
 
 /* Keeps the usage of the tree at root (a directory node, fd its descriptor) apart: scans it
  * once. Returns the root slot, or -1 with the reason in err. */

@@ -47,6 +47,7 @@
 /* How long a control client may take to send its request, and to read the reply. */
 #define CONN_TIMEOUT_MS 2000
 #define WATCHDOG_MS 100
+#define QUOTA_SCAN_WAIT_MS 5000 /* the command waits 10 s for an answer (client.c) */
 
 void sfs_daemon_wake(struct sfs_daemon *d)
 {
@@ -377,7 +378,8 @@ static int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t
 		sfs_errf(err, errlen, "control", "malformed add-view request");
 		return -EPROTO;
 	}
-	if ((rc = sfs_opts_parse(optstr, &o, err, errlen)) || (rc = admissible(d, &o, err, errlen)))
+	if ((rc = sfs_opts_parse(optstr, &o, err, errlen)) || (rc = admissible(d, &o, err, errlen)) ||
+	    (rc = sfs_quota_enforceable(&d->svc.quota, &o, NULL, err, errlen)))
 		return rc; /* the requesting strictfs command logs the refusal */
 	if (!(v = calloc(1, sizeof(*v))) || !(v->prof = sfs_profile_make(&o))) {
 		free(v);
@@ -505,7 +507,8 @@ static int remount_view(struct sfs_daemon *d, struct sfs_msg *req, unsigned long
 		return -EIO;
 	}
 	if ((rc = sfs_opts_remount(&v->prof->opts, optstr, &o, err, errlen)) ||
-	    (rc = backing_allows(d, &o, err, errlen)))
+	    (rc = backing_allows(d, &o, err, errlen)) ||
+	    (rc = sfs_quota_enforceable(&d->svc.quota, &o, &v->prof->opts, err, errlen)))
 		return rc;
 	if (!(p = sfs_profile_make(&o)))
 		return -ENOMEM;
@@ -818,6 +821,22 @@ static void answer(struct sfs_daemon *d, struct sfs_msg *req, struct sfs_msg *re
 	}
 }
 
+/* A view that would enforce limits is answered once the start-up scan has ended, so that a
+ * scan that failed refuses it (sfs_quota_enforceable) rather than a race deciding. Waited for
+ * here, outside control_lock, and for less than the command waits for its answer; a longer
+ * scan goes on behind the view, whose changes wait for it. */
+static void settle_quota_scan(struct sfs_daemon *d, const struct sfs_msg *req)
+{
+	const char *optstr = sfs_msg_get(req, "options");
+	char err[ERRLEN];
+	struct sfs_opts o;
+
+	if ((req->type != SFS_REQ_ADD_VIEW && req->type != SFS_REQ_REMOUNT) || !optstr ||
+	    sfs_opts_parse(optstr, &o, err, sizeof(err)) || !sfs_opts_enforce_quota(&o))
+		return;
+	sfs_quota_wait_scan(&d->svc.quota, QUOTA_SCAN_WAIT_MS);
+}
+
 static void serve_connection(struct sfs_daemon *d, int slot, int conn)
 {
 	struct timeval tv = {CONN_TIMEOUT_MS / 1000, 0};
@@ -843,6 +862,7 @@ static void serve_connection(struct sfs_daemon *d, int slot, int conn)
 		goto send;
 	}
 	conn_deadline(d, slot, 0); /* adding a view may take its time; the client waits */
+	settle_quota_scan(d, &req);
 	pthread_mutex_lock(&d->control_lock);
 	answer(d, &req, &rep);
 	pthread_mutex_unlock(&d->control_lock);

@@ -429,6 +429,7 @@ struct scan {
 	size_t nnames, capnames;
 	dev_t dev;
 	time_t last_report;
+	char where[PATH_MAX];        /* where the walk failed: a path in the backing */
 };
 
 /* A large tree takes a while: one progress line every 5 seconds. */
@@ -525,6 +526,58 @@ static int count_names(struct scan *s)
 	return rc;
 }
 
+/* Where a walk stopped, for the one line that refuses what it leaves unknown: the path in the
+ * backing of the directory open as dirfd, and name in it (NULL: the directory itself). */
+static void note_where(struct scan *s, int dirfd, const char *name)
+{
+	char link[32];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
+	n = readlink(link, s->where, sizeof(s->where) - 1);
+	s->where[n > 0 ? n : 0] = '\0';
+	if (n <= 0)
+		snprintf(s->where, sizeof(s->where), "(a directory of the backing)");
+	if (name) {
+		size_t len = strlen(s->where);
+		snprintf(s->where + len, sizeof(s->where) - len, "%s%s", strcmp(s->where, "/") ? "/" : "",
+		         name);
+	}
+}
+
+/* A queued directory that would not open: its path if the kernel can still give one, else its
+ * inode number (ext4's handles begin with it), as debugfs and e2fsck name inodes. */
+static void note_handle(struct scan *s, struct file_handle *fh)
+{
+	int fd = open_by_handle_at(s->q->ctx.handle_fd, fh, O_PATH | O_CLOEXEC);
+	uint32_t ino = 0;
+
+	if (fd >= 0) {
+		note_where(s, fd, NULL);
+		close(fd);
+		return;
+	}
+	if (fh->handle_bytes >= sizeof(ino))
+		memcpy(&ino, fh->f_handle, sizeof(ino));
+	snprintf(s->where, sizeof(s->where), "inode %u", ino);
+}
+
+/* One entry of a directory: counted, and queued if it is a directory. */
+static int scan_entry(struct scan *s, struct dirqueue *dq, int dirfd, const char *name)
+{
+	struct stat st;
+	int rc;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (st.st_dev != s->dev)
+		return 0;
+	rc = s->count(s, &st);
+	if (!rc && S_ISDIR(st.st_mode))
+		rc = dirqueue_push(dq, dirfd, name);
+	return rc;
+}
+
 static int scan_dir(struct scan *s, struct dirqueue *dq, int fd, bool is_root)
 {
 	DIR *dp = fdopendir(fd);
@@ -532,27 +585,23 @@ static int scan_dir(struct scan *s, struct dirqueue *dq, int fd, bool is_root)
 	int rc = 0;
 
 	if (!dp) {
+		rc = -errno;
+		note_where(s, fd, NULL);
 		close(fd);
-		return -errno;
+		return rc;
 	}
 	while (!rc && (errno = 0, de = readdir(dp))) {
-		struct stat st;
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
 		if (is_root && !strcmp(de->d_name, STATE_DIR))
 			continue; /* the daemon's own state is nobody's usage */
-		if (fstatat(dirfd(dp), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			rc = errno == ENOENT ? 0 : -errno;
-			continue;
-		}
-		if (st.st_dev != s->dev)
-			continue;
-		rc = s->count(s, &st);
-		if (!rc && S_ISDIR(st.st_mode))
-			rc = dirqueue_push(dq, dirfd(dp), de->d_name);
+		if ((rc = scan_entry(s, dq, dirfd(dp), de->d_name)))
+			note_where(s, dirfd(dp), de->d_name);
 	}
-	if (!rc && errno)
-		rc = -errno;
+	if (!rc && errno) {
+		rc = -errno; /* the directory could not be read (a damaged block: EBADMSG, EUCLEAN) */
+		note_where(s, dirfd(dp), NULL);
+	}
 	closedir(dp);
 	return rc;
 }
@@ -570,6 +619,7 @@ static int walk_tree(struct sfs_quota *q, struct scan *s, int top, count_fn *cou
 	s->q = q;
 	s->count = count;
 	sfs_qstate_init(&s->usage);
+	note_where(s, top, NULL);
 	if (fstat(top, &st) < 0)
 		return -errno;
 	s->dev = st.st_dev;
@@ -578,10 +628,12 @@ static int walk_tree(struct sfs_quota *q, struct scan *s, int top, count_fn *cou
 	fd = openat(top, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	rc = fd < 0 ? -errno : scan_dir(s, &dq, fd, st.st_ino == ctx->root_ino);
 	while (!rc && dq.head < dq.n) {
-		fd = open_by_handle_at(ctx->handle_fd, &dq.h[dq.head++].fh,
-		                       O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		struct file_handle *fh = &dq.h[dq.head++].fh;
+		fd = open_by_handle_at(ctx->handle_fd, fh, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 		if (fd < 0) {
 			rc = errno == ESTALE || errno == ENOENT ? 0 : -errno;
+			if (rc)
+				note_handle(s, fh);
 			continue;
 		}
 		rc = scan_dir(s, &dq, fd, false);
@@ -632,6 +684,53 @@ static void wait_startup_scan(struct sfs_quota *q)
 	pthread_mutex_unlock(&q->lock);
 }
 
+void sfs_quota_wait_scan(struct sfs_quota *q, int ms)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until); /* the condition variable's clock */
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&q->lock);
+	while (atomic_load(&q->scan) == SFS_SCAN_RUNNING &&
+	       pthread_cond_timedwait(&scan_done_cond, &q->lock, &until) != ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&q->lock);
+}
+
+/* Whether o enforces limits on usage the start-up scan counts: the user and group tables and
+ * the whole backing's total (a subdir= tree with size= or inodes= is counted by a scan of its
+ * own, sfs_quota_add_root). */
+static bool rests_on_scan(const struct sfs_opts *o)
+{
+	return o->usrquota || o->grpquota ||
+	       ((o->size_limit || o->inode_limit) && !strcmp(o->subdir, "/"));
+}
+
+static const char *limits_named(const struct sfs_opts *o)
+{
+	if (o->usrquota && o->grpquota)
+		return "quota";
+	if (o->usrquota || o->grpquota)
+		return o->usrquota ? "usrquota" : "grpquota";
+	return o->size_limit ? "size=" : "inodes=";
+}
+
+int sfs_quota_enforceable(struct sfs_quota *q, const struct sfs_opts *o, const struct sfs_opts *was,
+                          char *err, size_t errlen)
+{
+	if (atomic_load(&q->scan) != SFS_SCAN_FAILED || !rests_on_scan(o) ||
+	    (was && rests_on_scan(was)))
+		return 0;
+	sfs_errf(err, errlen, q->scan_where, "quota scan failed: %s (on %s: the usage %s would "
+	         "limit is not known)", strerror(q->scan_errno), q->ctx.source, limits_named(o));
+	return -EIO;
+}
+
 int sfs_quota_add_root(struct sfs_quota *q, struct sfs_node *root, int fd, char *err,
                        size_t errlen)
 {
@@ -658,7 +757,8 @@ int sfs_quota_add_root(struct sfs_quota *q, struct sfs_node *root, int fd, char 
 	}
 	progress_start(q);
 	if ((rc = scan_tree_at(q, &s, fd))) {
-		sfs_errf(err, errlen, "size", "cannot count the view's tree: %s", strerror(-rc));
+		sfs_errf(err, errlen, s.where, "quota scan failed: %s (the usage of the view's tree is "
+		         "not known)", strerror(-rc));
 		scan_free(&s);
 		slot = -1;
 		goto out;
@@ -740,12 +840,15 @@ static void *scan_thread(void *arg)
 	pthread_mutex_lock(&q->lock);
 	if (!rc)
 		adopt_usage_locked(q, &s);
+	/* where and why first: whoever sees the scan failed reads them */
+	sfs_strlcpy(q->scan_where, s.where, sizeof(q->scan_where));
+	q->scan_errno = -rc;
 	atomic_store(&q->scan, rc ? SFS_SCAN_FAILED : SFS_SCAN_DONE);
 	pthread_cond_broadcast(&scan_done_cond);
 	pthread_mutex_unlock(&q->lock);
 	if (rc)
-		syslog(LOG_ERR, "%s: quota scan failed: %s; usage is not known, limits are not enforced",
-		       q->ctx.source, strerror(-rc));
+		syslog(LOG_ERR, "%s: quota scan failed at %s: %s; usage is not known, so views that "
+		       "would enforce limits on it are refused", q->ctx.source, s.where, strerror(-rc));
 	else
 		syslog(LOG_INFO, "%s: quota scan done: %llu inodes, %lld KiB in %.1f s", q->ctx.source,
 		       (unsigned long long)atomic_load(&q->scanned),
@@ -1032,6 +1135,10 @@ json_object *sfs_quota_status(struct sfs_quota *q)
 	json_object_object_add(o, "scan", json_object_new_string(names[s]));
 	json_object_object_add(o, "progress", json_object_new_double_s(p > 1.0 ? 1.0 : p, text));
 	json_object_object_add(o, "inodes_scanned", json_object_new_int64((int64_t)done));
+	if (s == SFS_SCAN_FAILED) {
+		json_object_object_add(o, "failed_at", json_object_new_string(q->scan_where));
+		json_object_object_add(o, "error", json_object_new_string(strerror(q->scan_errno)));
+	}
 	return o;
 }
 
@@ -1120,8 +1227,12 @@ json_object *sfs_quota_check(struct sfs_quota *q, bool *same)
 	int rc;
 
 	if (atomic_load(&q->scan) != SFS_SCAN_DONE) {
+		char why[PATH_MAX + 128] = "the start-up scan has not finished";
+		if (atomic_load(&q->scan) == SFS_SCAN_FAILED)
+			snprintf(why, sizeof(why), "the start-up scan failed at %s: %s; usage is not known",
+			         q->scan_where, strerror(q->scan_errno));
 		*same = false;
-		json_object_object_add(o, "error", json_object_new_string("the start-up scan has not finished"));
+		json_object_object_add(o, "error", json_object_new_string(why));
 		json_object_put(diffs);
 		return o;
 	}

@@ -309,6 +309,21 @@ static void print_views(json_object *a)
 	}
 }
 
+/* "done", "running", or where and why it failed: the usage below is then not known. */
+static const char *scan_state(json_object *scan)
+{
+	static char buf[PATH_MAX + 128];
+	const char *state = json_object_get_string(json_object_object_get(scan, "scan"));
+	json_object *at = json_object_object_get(scan, "failed_at");
+
+	if (!at)
+		return state ? state : "?";
+	snprintf(buf, sizeof(buf), "failed at %s: %s; the usage below is not known",
+	         json_object_get_string(at),
+	         json_object_get_string(json_object_object_get(scan, "error")));
+	return buf;
+}
+
 static int cmd_report(int argc, char **argv)
 {
 	json_object *doc = NULL;
@@ -344,8 +359,7 @@ static int cmd_report(int argc, char **argv)
 		json_object *g = json_object_object_get(doc, "grace");
 		printf("Quota report for %s (grace times: blocks %" PRId64 "s, inodes %" PRId64 "s; "
 		       "scan %s)\n\n", source, num(g, "blocks", NULL), num(g, "inodes", NULL),
-		       json_object_get_string(json_object_object_get(
-			       json_object_object_get(doc, "scan"), "scan")));
+		       scan_state(json_object_object_get(doc, "scan")));
 		print_table(doc, "users", false);
 		printf("\n");
 		print_table(doc, "groups", true);

@@ -200,7 +200,8 @@ static void print_scan(json_object *q)
 		printf("  quota scan running: %s inodes counted (%.0f%%)\n", str(q, "inodes_scanned"),
 		       100.0 * json_object_get_double(json_object_object_get(q, "progress")));
 	else if (!strcmp(state, "failed"))
-		printf("  quota scan failed: usage unknown, limits not enforced\n");
+		printf("  quota scan failed at %s: %s; usage unknown, views with limits refused\n",
+		       str(q, "failed_at"), str(q, "error"));
 }
 
 void sfs_status_print(json_object *doc)

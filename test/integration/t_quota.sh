@@ -533,6 +533,85 @@ test_quota_check_finds_writes_behind_its_back() {
 	umount "$NAT"
 }
 
+# ---- a backing the scan cannot read -----------------------------------------------------
+
+# damage_dir_block IMG DIR: the last block of DIR (a directory of a few hundred entries, so an
+# htree with leaf blocks of its own) overwritten with random bytes, nothing having IMG mounted.
+damage_dir_block() {
+	local blk
+	blk=$(debugfs -R "blocks $2" "$1" 2>/dev/null | awk '{ print $NF }')
+	[[ $blk =~ ^[0-9]+$ ]] || die "no block of $2 in $1"
+	need dd if=/dev/urandom of="$1" bs=4096 seek="$blk" count=1 conv=notrunc status=none
+}
+
+# big_dir_image: an image IMG (no loop device attached: the daemon attaches its own) with /big,
+# 300 entries, and /ok, both alice's.
+big_dir_image() {
+	local NAT=$T_DIR/native
+	mkimg qdamaged
+	IMG=$REPLY
+	mkdir -p "$NAT"
+	need mount "$IMG" "$NAT"
+	need mkdir "$NAT/big" "$NAT/ok"
+	need "$PY" -c 'import os, sys
+for i in range(300):
+    open(os.path.join(sys.argv[1], "an-entry-with-a-longish-name-%d" % i), "w").close()' "$NAT/big"
+	need chown "$SFS_ALICE" "$NAT/big" "$NAT/ok"
+	need umount "$NAT"
+}
+
+# damaged_image: big_dir_image with a 1 MiB limit for alice, and /big the start-up scan cannot
+# read.
+damaged_image() {
+	local V=$T_DIR/v pid
+	big_dir_image
+	view "" "$IMG" "$V"
+	pid=$(view_pid "$V")
+	need "$STRICTFS" quota set "$IMG" -u "$SFS_ALICE" --bhard 1M
+	need sfs_umount "$V"
+	wait_daemon_gone "$pid" || die "the daemon of $IMG did not end"
+	damage_dir_block "$IMG" /big
+}
+
+# The scan failed, so nobody knows how much alice uses: a view that would hold her to 1 MiB
+# cannot, and is refused naming where the scan failed, rather than let her write 10 MiB.
+test_quota_unreadable_backing_refuses_quota_views() {
+	local V=$T_DIR/v W=$T_DIR/w NAT=$T_DIR/native why
+	damaged_image
+	mkdir -p "$V" "$W"
+	assert_refused "strictfs: /big: quota scan failed: " "$STRICTFS" mount -o usrquota "$IMG" "$V"
+	# the same, looked for by this image only (assert_refused sees every test's objects)
+	assert_ok not_mounted "$V"
+	assert_eq "" "$(daemon_procs "$(source_key "$IMG")")$(loops_of "$IMG")" \
+		"no daemon and no loop device of the image are left"
+	# native ext4 reading the same directory, for the reason
+	need mount -o ro "$IMG" "$NAT"
+	why=$(ls "$NAT/big" 2>&1 >/dev/null | sed 's/.*: //')
+	umount "$NAT"
+	assert_one_of "$why" "native ls of /big fails" "Bad message" "Structure needs cleaning"
+	assert_refused "strictfs: /big: quota scan failed: $why (" "$STRICTFS" mount -o usrquota "$IMG" "$V"
+
+	# a view that enforces nothing is served; status says where and why the scan failed
+	view "" "$IMG" "$V"
+	wait_until 10 test "$(daemon_field "$V" .quota.scan)" != running
+	assert_eq "failed /big $why" "$(daemon_field "$V" '"\(.quota.scan) \(.quota.failed_at) \(.quota.error)"')" \
+		"status: the scan failed at /big, and why"
+	assert_contains "$("$STRICTFS" status)" "quota scan failed at /big: $why" "the status table too"
+	for o in usrquota grpquota quota size=1G inodes=1M; do
+		assert_refused "strictfs: /big: quota scan failed: $why" "$STRICTFS" mount -o "$o" "$IMG" "$W"
+	done
+	assert_refused "strictfs: /big: quota scan failed: $why" "$STRICTFS" mount -o remount,usrquota "$V"
+	assert_eq none "$(view_opt "$V" quota)" "the view is unchanged"
+	assert_exit 1 quota check "$IMG"
+	assert_contains "$(cat "$T_DIR/.err")" "quota check failed: the start-up scan failed at /big: $why" \
+		"quota check says so"
+	assert_contains "$(quota report "$IMG")" "scan failed at /big: $why" "and so does the report"
+
+	# the noquota view holds alice to nothing, as it says
+	assert_ok as_user "$SFS_ALICE" dd if=/dev/zero of="$V/ok/w" bs=1M count=2 status=none
+	assert_ok sfs_umount "$V"
+}
+
 # ---- refusals -------------------------------------------------------------------------------
 
 test_quota_refusals() {
