@@ -100,11 +100,12 @@ void sfs_charge_begin(struct sfs_quota *q, struct sfs_charge *c);
 void sfs_charge_end(struct sfs_charge *c);
 
 /* Reserves amount[] for the ids and tables named (the quota policy decides which), against
- * the ids' limits and, for SFS_CHARGE_TOTAL, against view_lim. 0 or -EDQUOT. */
+ * the ids' limits and, for SFS_CHARGE_TOTAL, against view_lim. 0, -EDQUOT, or -EIO when a
+ * table's usage is not known (the start-up scan failed; releases are still admitted). */
 int sfs_quota_reserve(struct sfs_charge *c, unsigned tables, const struct sfs_qlimits *view_lim);
 
 /* Whether the ids of c are within the limits now (after a change that could not be bounded
- * beforehand, e.g. an xattr): 0 or -EDQUOT. */
+ * beforehand, e.g. an xattr): 0, -EDQUOT, or -EIO as for sfs_quota_reserve. */
 int sfs_quota_within(struct sfs_charge *c, unsigned tables, const struct sfs_qlimits *view_lim);
 
 /* A node entering the table starts out counted as its stat says. */

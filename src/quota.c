@@ -266,6 +266,18 @@ static int admit_locked(struct sfs_quota *q, unsigned table, struct sfs_qentry *
 	return sfs_qentry_admit(e, amount, time(NULL), q->state.grace);
 }
 
+/* Whether any of tables holds usage the start-up scan failed to count: the user and group
+ * tables, and the whole backing's total (a root slot's comes from a scan of its own). A limit
+ * on usage nobody knows cannot be kept, and is not waved through either: the request fails
+ * with EIO, as ext4 fails one whose quota it cannot read; EDQUOT would tell the caller they
+ * were over a limit, which nobody can tell. */
+static bool usage_unknown(struct sfs_quota *q, const struct sfs_charge *c, unsigned tables)
+{
+	if (c->root >= 0)
+		tables &= ~SFS_CHARGE_TOTAL;
+	return tables && atomic_load(&q->scan) == SFS_SCAN_FAILED;
+}
+
 int sfs_quota_reserve(struct sfs_charge *c, unsigned tables, const struct sfs_qlimits *view_lim)
 {
 	struct sfs_quota *q = c->q;
@@ -273,9 +285,10 @@ int sfs_quota_reserve(struct sfs_charge *c, unsigned tables, const struct sfs_ql
 	unsigned t;
 	int rc = 0;
 
-	if (!tables || (c->amount[SFS_QBYTES] <= 0 && c->amount[SFS_QINODES] <= 0) ||
-	    atomic_load(&q->scan) == SFS_SCAN_FAILED)
-		return 0; /* after a failed scan usage is unknown: logged, and nothing enforced */
+	if (!tables || (c->amount[SFS_QBYTES] <= 0 && c->amount[SFS_QINODES] <= 0))
+		return 0; /* releases are always admitted */
+	if (usage_unknown(q, c, tables))
+		return -EIO;
 	pthread_mutex_lock(&q->lock);
 	/* all or nothing: every table must admit the amounts before any reserves them */
 	for_each_charged(q, c, tables, t, e) {
@@ -299,6 +312,8 @@ int sfs_quota_within(struct sfs_charge *c, unsigned tables, const struct sfs_qli
 	unsigned t;
 	int rc = 0;
 
+	if (usage_unknown(q, c, tables))
+		return -EIO;
 	pthread_mutex_lock(&q->lock);
 	for_each_charged(q, c, tables, t, e) {
 		struct sfs_qentry probe;
@@ -840,9 +855,10 @@ static void *scan_thread(void *arg)
 	pthread_mutex_lock(&q->lock);
 	if (!rc)
 		adopt_usage_locked(q, &s);
-	/* where and why first: whoever sees the scan failed reads them */
-	sfs_strlcpy(q->scan_where, s.where, sizeof(q->scan_where));
-	q->scan_errno = -rc;
+	if (rc) { /* where and why first: whoever sees the scan failed reads them */
+		sfs_strlcpy(q->scan_where, s.where, sizeof(q->scan_where));
+		q->scan_errno = -rc;
+	}
 	atomic_store(&q->scan, rc ? SFS_SCAN_FAILED : SFS_SCAN_DONE);
 	pthread_cond_broadcast(&scan_done_cond);
 	pthread_mutex_unlock(&q->lock);

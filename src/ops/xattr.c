@@ -59,13 +59,12 @@ static int set_xattr_within(struct req *q, struct held *h, const char *path, con
 	if (!rc && limits) {
 		q->charge.id[SFS_QUSR] = h->node->q.uid;
 		q->charge.id[SFS_QGRP] = h->node->q.gid;
-		if (sfs_policy_within(&q->r, &q->charge)) {
+		if ((rc = sfs_policy_within(&q->r, &q->charge))) { /* EDQUOT, or EIO: usage unknown */
 			if (oldlen >= 0)
 				BACKING(&q->r, setxattr(path, name, old, oldlen, 0));
 			else
 				BACKING(&q->r, removexattr(path, name));
 			sfs_quota_sync(req_ledger(q), h->node, NULL, h->fd);
-			rc = -EDQUOT;
 		}
 	}
 	free(old);

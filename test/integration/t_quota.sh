@@ -607,9 +607,39 @@ test_quota_unreadable_backing_refuses_quota_views() {
 		"quota check says so"
 	assert_contains "$(quota report "$IMG")" "scan failed at /big: $why" "and so does the report"
 
+	# a subdir= tree with size= is counted by a scan of its own, which can read it
+	view subdir=/ok,size=2M "$IMG" "$W"
+	assert_fails_with "$EDQUOT_MSG" as_user "$SFS_ALICE" dd if=/dev/zero of="$W/f" bs=1M count=4 status=none
+	assert_ok sfs_umount "$W"
 	# the noquota view holds alice to nothing, as it says
 	assert_ok as_user "$SFS_ALICE" dd if=/dev/zero of="$V/ok/w" bs=1M count=2 status=none
-	assert_ok sfs_umount "$V"
+}
+
+# A view already enforcing limits when a scan fails behind it (here a successor's, after an
+# upgrade, on a directory block damaged meanwhile): its allocations fail with EIO, as ext4's
+# fail when it cannot read its quota, never pass unlimited; what frees space still works.
+test_quota_scan_failing_behind_a_view_refuses_its_allocations() {
+	local V=$T_DIR/v loop blk
+	big_dir_image
+	view usrquota "$IMG" "$V"
+	assert_eq done "$(daemon_field "$V" .quota.scan)" "the first scan could read /big"
+	assert_ok quota set "$IMG" -u "$SFS_ALICE" --bhard 1M
+	assert_ok as_user "$SFS_ALICE" dd if=/dev/zero of="$V/ok/small" bs=64k count=1 status=none
+	loop=$(daemon_field "$V" .backing.loop)
+	blk=$(debugfs -R "blocks /big" "$IMG" 2>/dev/null | awk '{ print $NF }')
+	[[ $loop == /dev/loop* && $blk =~ ^[0-9]+$ ]] || die "no loop device ($loop) or block of /big ($blk)"
+	# direct I/O: the block's cached copy goes, so the next reader checks it again
+	need dd if=/dev/urandom of="$loop" bs=4096 seek="$blk" count=1 oflag=direct conv=notrunc status=none
+	assert_ok "$STRICTFS" upgrade "$IMG"
+	wait_until 10 test "$(daemon_field "$V" .quota.scan)" != running
+	assert_eq "failed /big" "$(daemon_field "$V" '"\(.quota.scan) \(.quota.failed_at)"')" \
+		"the successor's scan failed at /big"
+	assert_fails_with "Input/output error" as_user "$SFS_ALICE" dd if=/dev/zero of="$V/ok/w" bs=1M count=10 status=none
+	assert_ok test ! -e "$V/ok/w"
+	assert_fails_with "Input/output error" as_user "$SFS_ALICE" sh -c "head -c 8192 /dev/zero >> '$V/ok/small'"
+	assert_eq 65536 "$(stat -c %s "$V/ok/small")" "the file is as it was"
+	assert_fails_with "Input/output error" dd if=/dev/zero of="$V/rootfile" bs=4k count=1 status=none
+	assert_ok as_user "$SFS_ALICE" rm "$V/ok/small"
 }
 
 # ---- refusals -------------------------------------------------------------------------------
