@@ -575,6 +575,8 @@ damaged_image() {
 
 # The scan failed, so nobody knows how much alice uses: a view that would hold her to 1 MiB
 # cannot, and is refused naming where the scan failed, rather than let her write 10 MiB.
+scan_ended() { [[ $(daemon_field "$1" .quota.scan) != running ]]; } # MOUNTPOINT
+
 test_quota_unreadable_backing_refuses_quota_views() {
 	local V=$T_DIR/v W=$T_DIR/w NAT=$T_DIR/native why
 	damaged_image
@@ -593,7 +595,7 @@ test_quota_unreadable_backing_refuses_quota_views() {
 
 	# a view that enforces nothing is served; status says where and why the scan failed
 	view "" "$IMG" "$V"
-	wait_until 10 test "$(daemon_field "$V" .quota.scan)" != running
+	wait_until 10 scan_ended "$V"
 	assert_eq "failed /big $why" "$(daemon_field "$V" '"\(.quota.scan) \(.quota.failed_at) \(.quota.error)"')" \
 		"status: the scan failed at /big, and why"
 	assert_contains "$("$STRICTFS" status)" "quota scan failed at /big: $why" "the status table too"
@@ -631,7 +633,7 @@ test_quota_scan_failing_behind_a_view_refuses_its_allocations() {
 	# direct I/O: the block's cached copy goes, so the next reader checks it again
 	need dd if=/dev/urandom of="$loop" bs=4096 seek="$blk" count=1 oflag=direct conv=notrunc status=none
 	assert_ok "$STRICTFS" upgrade "$IMG"
-	wait_until 10 test "$(daemon_field "$V" .quota.scan)" != running
+	wait_until 10 scan_ended "$V"
 	assert_eq "failed /big" "$(daemon_field "$V" '"\(.quota.scan) \(.quota.failed_at)"')" \
 		"the successor's scan failed at /big"
 	assert_fails_with "Input/output error" as_user "$SFS_ALICE" dd if=/dev/zero of="$V/ok/w" bs=1M count=10 status=none
