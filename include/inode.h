@@ -127,8 +127,9 @@ void sfs_itab_drop_view(struct sfs_itab *t, struct sfs_fdcache *c, uint32_t view
  * returns how many hold one (more than max: call again with room for them). */
 size_t sfs_itab_views_of(struct sfs_itab *t, struct sfs_node *node, uint32_t *views, size_t max);
 
-/* Whether view holds a lookup on node. */
-bool sfs_itab_held_by(struct sfs_itab *t, struct sfs_node *node, uint32_t view);
+/* Whether view holds a lookup on the node with that id (a stale one included: an id names
+ * one object for ever), looked up and checked under one hold of the table lock. */
+bool sfs_itab_id_held_by(struct sfs_itab *t, uint64_t id, uint32_t view);
 
 size_t sfs_itab_count(struct sfs_itab *t);
 
@@ -136,6 +137,11 @@ size_t sfs_itab_count(struct sfs_itab *t);
  * clone of it: the new descriptor belongs to that mount). Needs CAP_DAC_READ_SEARCH, which
  * the caller raises. Returns the descriptor, or -1 with errno set. */
 int sfs_node_open(const struct sfs_node *n, int mount_fd, int flags);
+
+/* The node id of the backing object open as fd (O_PATH will do): its file handle, ext4's
+ * inode number and generation. Returns 0, or -errno (-EOPNOTSUPP for a handle that is not
+ * ext4's). */
+int sfs_node_id_of(int fd, uint64_t *id);
 
 /* The same for the object a node id names, whether the table has it or not (its inode may
  * have been freed since: ESTALE). */

@@ -158,13 +158,12 @@ out:
 		free(found);
 }
 
-static int make_node(struct sfs_itab *t, int fd, const struct stat *st, struct sfs_node **out)
+int sfs_node_id_of(int fd, uint64_t *id)
 {
 	struct {
 		struct file_handle fh;
 		uint32_t word[2];
 	} h;
-	struct sfs_node *n;
 	int mnt_id;
 
 	h.fh.handle_bytes = sizeof(h.word);
@@ -172,10 +171,22 @@ static int make_node(struct sfs_itab *t, int fd, const struct stat *st, struct s
 		return errno == EOVERFLOW ? -EOPNOTSUPP : -errno;
 	if (h.fh.handle_type != SFS_HANDLE_INO32_GEN || h.fh.handle_bytes != sizeof(h.word))
 		return -EOPNOTSUPP; /* not ext4's: its ids could not be found again */
+	*id = (uint64_t)h.word[1] << 32 | h.word[0];
+	return 0;
+}
+
+static int make_node(struct sfs_itab *t, int fd, const struct stat *st, struct sfs_node **out)
+{
+	struct sfs_node *n;
+	uint64_t id;
+	int rc;
+
+	if ((rc = sfs_node_id_of(fd, &id)))
+		return rc;
 	n = calloc(1, sizeof(*n));
 	if (!n)
 		return -ENOMEM;
-	n->id = (uint64_t)h.word[1] << 32 | h.word[0];
+	n->id = id;
 	n->type = st->st_mode & S_IFMT;
 	n->dev = st->st_dev;
 	n->ino = st->st_ino;
@@ -388,13 +399,16 @@ size_t sfs_itab_views_of(struct sfs_itab *t, struct sfs_node *node, uint32_t *vi
 	return k;
 }
 
-bool sfs_itab_held_by(struct sfs_itab *t, struct sfs_node *node, uint32_t view)
+bool sfs_itab_id_held_by(struct sfs_itab *t, uint64_t id, uint32_t view)
 {
+	struct sfs_node *n;
 	bool held = false;
 
 	pthread_mutex_lock(&t->lock);
-	for (uint32_t i = 0; i < node->nrefs && !held; i++)
-		held = node->refs[i].view == view;
+	for (n = t->buckets[bucket_of(t, (uint32_t)id)]; n && n->id != id; n = n->hnext)
+		;
+	for (uint32_t i = 0; n && i < n->nrefs && !held; i++)
+		held = n->refs[i].view == view;
 	pthread_mutex_unlock(&t->lock);
 	return held;
 }

@@ -110,13 +110,15 @@ static bool in_admin_state(const struct sfs_view *v, int fd, const struct stat *
 
 static int confine_reach(const struct sfs_view *v, int fd, const struct stat *st)
 {
-	struct sfs_itab *t = &v->svc->itab;
-	struct sfs_node *known = sfs_itab_find(t, st->st_dev, st->st_ino);
+	uint64_t id;
 
 	/* a subdir view cannot tell where a file it does not hold lies: only its root and what
-	 * its kernel holds, which it reached by names within the tree */
-	if (strcmp(v->prof->opts.subdir, "/") && known != v->root &&
-	    !(known && sfs_itab_held_by(t, known, v->slot)))
+	 * its kernel holds, which it reached by names within the tree. Matched by id, number
+	 * and generation: a number ext4 freed and gave to an object outside the tree (one made
+	 * natively, which the table has not seen) must not pass for the node the view holds. */
+	if (strcmp(v->prof->opts.subdir, "/") &&
+	    (sfs_node_id_of(fd, &id) ||
+	     (id != v->root->id && !sfs_itab_id_held_by(&v->svc->itab, id, v->slot))))
 		return -ESTALE;
 	return in_admin_state(v, fd, st) ? -ESTALE : 0;
 }

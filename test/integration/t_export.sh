@@ -91,6 +91,68 @@ test_export_subdir_view_answers_nothing_outside() {
 	assert_eq "hello" "$(cat "$S/f")" "the file itself is still there"
 }
 
+# A subdir view's kernel holds a directory of its tree (a process has it as its working
+# directory) whose inode ext4 has freed: it was removed on a native mount sharing the backing
+# (share=existing), and the daemon, limited to 1024 descriptors (a node cache of 256), has let
+# its cached descriptor go. ext4 gives the freed number to a new file outside the tree. Its
+# handle must be stale in the subdir view: the inode number is the held one's, the generation
+# is not (contract §4.2). And the old handle stays stale: the number does not revive it.
+test_export_subdir_recycled_inode_number_is_not_the_held_one() {
+	new_source exp
+	local N=$T_DIR/native S=$T_DIR/s
+	mkdir -p "$N" "$S"
+	need mount "$LOOP" "$N"
+	mkdir -p "$N/d/x" "$N/d/many" || die "making the tree"
+	(ulimit -n 1024 && exec "$STRICTFS" mount -o share=existing,subdir=/d "$LOOP" "$S") ||
+		die "strictfs mount under ulimit -n 1024"
+	view_pid "$S" >/dev/null
+	assert_ok "$PY" - "$N" "$S" "$SFS_TEST_DIR" <<'EOF2'
+import os, struct, sys
+n, s, tdir = sys.argv[1:4]
+sys.path.insert(0, tdir)
+import handles
+
+def fuse_handle(native_path):  # the handle a view gives the object (fuse_handle in t_export.sh)
+    ino, gen = struct.unpack("<II", bytes.fromhex(handles.encode(native_path).split(":")[1]))
+    return "129:" + struct.pack("<III", gen, ino, gen).hex()
+
+def answer(handle, directory):
+    try:
+        fd = handles.open_handle(s, handle, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+        got = "lists %s" % sorted(os.listdir(fd)) if directory else "reads %r" % os.read(fd, 100)
+        os.close(fd)
+        return got
+    except OSError as e:
+        return os.strerror(e.errno)
+
+for i in range(600):
+    os.close(os.open(os.path.join(n, "d", "many", "f%d" % i), os.O_CREAT | os.O_WRONLY, 0o644))
+old = os.stat(os.path.join(n, "d", "x")).st_ino
+h_old = handles.encode(os.path.join(s, "x"))
+assert h_old == fuse_handle(os.path.join(n, "d", "x")), (h_old, "the view's handle, crafted")
+os.chdir(os.path.join(s, "x"))  # the view's kernel holds x
+for i in range(600):  # 600 nodes through the cache of 256: x's descriptor is let go
+    os.stat(os.path.join(s, "many", "f%d" % i))
+os.rmdir(os.path.join(n, "d", "x"))
+new = None
+for i in range(200):  # a file's inode comes from its directory's group, lowest free first
+    p = os.path.join(n, "out%d" % i)
+    with open(p, "w") as f:
+        f.write("SECRET-OUTSIDE\n")
+    if os.stat(p).st_ino == old:
+        new = p
+        break
+assert new, "ext4 did not give inode %d again" % old
+print("inode %d: the old directory's handle %s, the new file's %s" % (old, h_old, fuse_handle(new)))
+got_new, got_old = answer(fuse_handle(new), False), answer(h_old, True)
+print("the new file outside the tree, by handle in the subdir view:", got_new)
+print("the old directory's handle in the subdir view:", got_old)
+stale = os.strerror(116)
+assert got_new == stale, "a reused inode number reached outside subdir=: " + got_new
+assert got_old == stale, "the old handle is not stale: " + got_old
+EOF2
+}
+
 # fuse_handle DEVICE PATH: the handle a view's kernel gives the backing's PATH (the node id is
 # generation << 32 | ino, then the generation: fs/fuse/inode.c fuse_encode_fh), read with
 # debugfs, for objects no view can name.
