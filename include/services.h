@@ -46,12 +46,22 @@ struct sfs_services {
 	atomic_bool shared;
 };
 
-/* Whether name in dir is the admin state /.strictfs at the backing root (contract §3.5). */
+/* The admin state's name in the backing root (contract §3.5). */
+#define SFS_ADMIN_NAME ".strictfs"
+
+/* Whether dir is the backing's root, where the admin state is. */
+static inline bool sfs_is_backing_root(const struct sfs_services *s, const struct sfs_node *dir)
+{
+	return dir->ino == s->root_ino && dir->dev == s->backing->fs_dev;
+}
+
+/* Whether name in dir is the admin state /.strictfs at the backing root (contract §3.5), byte
+ * for byte: the name on the backing. A casefold view also reserves every spelling of it
+ * (policy/casefold.c). */
 static inline bool sfs_is_admin_entry(const struct sfs_services *s, const struct sfs_node *dir,
                                       const char *name)
 {
-	return dir->ino == s->root_ino && dir->dev == s->backing->fs_dev &&
-	       !strcmp(name, ".strictfs");
+	return sfs_is_backing_root(s, dir) && !strcmp(name, SFS_ADMIN_NAME);
 }
 
 #endif

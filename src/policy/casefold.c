@@ -22,10 +22,20 @@ static bool folds(const struct sfs_view *v)
 	return v->prof->opts.casefold != SFS_CASEFOLD_OFF;
 }
 
+/* A spelling of the admin state /.strictfs: in a casefold view every name that folds to it is
+ * that name, so all are reserved alike (contract §3.5); confine refuses the exact bytes in
+ * every view. Otherwise `.STRICTFS` could be made beside it, and would stand for it. */
+static bool spells_admin(const struct sfs_view *v, const struct sfs_node *dir, const char *name)
+{
+	return folds(v) && sfs_is_backing_root(v->svc, dir) &&
+	       sfs_fold_equal(name, strlen(name), SFS_ADMIN_NAME, strlen(SFS_ADMIN_NAME));
+}
+
 static int casefold_name_check(const struct sfs_view *v, const struct sfs_node *parent,
                                const char *name, bool create)
 {
-	(void)parent;
+	if (spells_admin(v, parent, name))
+		return create ? -EPERM : -ENOENT;
 	if (create && v->prof->opts.casefold == SFS_CASEFOLD_STRICT &&
 	    !sfs_fold_valid_utf8(name, strlen(name)))
 		return -EINVAL;
@@ -37,7 +47,7 @@ static bool casefold_dirent_visible(const struct sfs_view *v, const struct sfs_n
 {
 	if (!folds(v) || !strcmp(name, ".") || !strcmp(name, ".."))
 		return true;
-	return sfs_names_fold_listed(v->svc, dir, name);
+	return !spells_admin(v, dir, name) && sfs_names_fold_listed(v->svc, dir, name);
 }
 
 static int casefold_resolve(const struct sfs_view *v, const struct sfs_node *dir, int dirfd,

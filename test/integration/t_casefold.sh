@@ -194,4 +194,35 @@ test_casefold_and_nocasefold_views_alternate() {
 	done
 }
 
+# The admin state /.strictfs (contract §3.5) is one name as each view matches names: in a
+# casefold view every spelling that folds to it is it (invisible, and nothing is made under
+# it), in a nocasefold view only the exact bytes are.
+test_casefold_admin_state_reserved_in_every_spelling() {
+	cf_setup
+	"$STRICTFS" quota set "$LOOP" -u root --bhard 100M || die "strictfs quota set (makes /.strictfs)"
+	local sp ign
+	ign=$(printf '.strict\u200dfs')
+	touch "$C/plain" || die "touch"
+	for sp in .strictfs .STRICTFS .StrictFS "$ign"; do
+		assert_fails_with "No such file or directory" stat "$C/$sp"
+		assert_fails_with "Operation not permitted" mkdir "$C/$sp"
+		assert_fails_with "Operation not permitted" touch "$C/$sp"
+		assert_fails_with "Operation not permitted" ln -s plain "$C/$sp"
+		assert_fails_with "Operation not permitted" ln "$C/plain" "$C/$sp"
+		assert_fails_with "Operation not permitted" mv "$C/plain" "$C/$sp"
+	done
+	assert_eq plain "$(names_in "$C")" "casefold view: no spelling of .strictfs was made or listed"
+	assert_eq plain "$(names_in "$N")" "nor on the backing"
+	assert_fails_with "No such file or directory" stat "$N/.strictfs"
+	assert_fails_with "Operation not permitted" mkdir "$N/.strictfs"
+	# nocasefold: another spelling is another name, as on ext4 without casefold
+	assert_ok mkdir "$N/.STRICTFS"
+	assert_eq ".STRICTFS plain" "$(names_in "$N")" "nocasefold view: .STRICTFS is a name of its own"
+	assert_eq plain "$(names_in "$C")" "casefold view: a spelling of the admin state, not listed"
+	assert_fails_with "No such file or directory" stat "$C/.STRICTFS"
+	assert_fails_with "No such file or directory" stat "$C/.strictfs"
+	assert_ok "$STRICTFS" quota report "$LOOP"
+	assert_contains "$(cat "$T_DIR/.out")" root "the daemon's state is still read"
+}
+
 [[ ${BASH_SOURCE[0]} == "$0" ]] && t_main "$@"
