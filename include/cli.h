@@ -14,6 +14,11 @@ int sfs_cli_main(int argc, char **argv);
 int sfs_mount_helper_main(int argc, char **argv);
 int sfs_demo(const char *self);
 
+/* The option getopt refused (or found without its argument), for the usage line: "-x" for a
+ * short one (written into buf), the word as given for a long one. getopt's own message is off (opterr = 0): it would echo
+ * an option of any length and any bytes, where ours goes through sfs_err_printf. */
+const char *sfs_cli_bad_option(char **argv, char buf[3]);
+
 /* Adds a view; returns 0 or -1 with the one-line error already printed. */
 int sfs_cli_mount(const char *source, const char *mountpoint, const char *options, bool verbose);
 /* `mount -o remount,OPTIONS MOUNTPOINT`: 0 or -1 with the error printed. */

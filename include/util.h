@@ -11,9 +11,24 @@
 #define SFS_RUNDIR "/run/strictfs"
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-/* Formats "strictfs: OBJECT: reason" into buf (the one-line error of contract §2). */
+/* Formats "strictfs: OBJECT: reason" into buf (the one-line error of contract §2). An object
+ * too long for buf (a 100 KB option) is cut in its middle ("..."), so the reason still fits. */
 void sfs_errf(char *buf, size_t len, const char *object, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+
+/* The longest error line strictfs prints, in bytes, its newline not counted (contract §2). */
+#define SFS_ERR_LINE_MAX 512
+
+/* line made one printable line of at most SFS_ERR_LINE_MAX bytes, in out (outlen bytes, at
+ * most that line, always terminated): control characters, DEL, the backslash and bytes that are
+ * not UTF-8 are escaped (\n, \t, \r, \\, \xHH), and a longer line is cut in its middle ("..."),
+ * so that its start (the object) and its end (the reason) both show. */
+void sfs_err_clean(char *out, size_t outlen, const char *line);
+
+/* Prints an error line on stderr, made one line by sfs_err_clean: every error line of the
+ * commands goes out through these two. */
+void sfs_err_print(const char *line);
+void sfs_err_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Copies src into dst, truncating; returns false if it did not fit. */
 bool sfs_strlcpy(char *dst, const char *src, size_t len);

@@ -60,15 +60,46 @@ static void usage(FILE *out)
 
 static int usage_error(const char *fmt, const char *arg)
 {
-	fprintf(stderr, "strictfs: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\nTry 'strictfs --help' for more information.\n");
+	char *what = NULL;
+
+	if (asprintf(&what, fmt, arg) < 0)
+		what = NULL;
+	sfs_err_printf("strictfs: %s", what ? what : fmt);
+	free(what);
+	fprintf(stderr, "Try 'strictfs --help' for more information.\n");
 	return SFS_EXIT_USAGE;
+}
+
+const char *sfs_cli_bad_option(char **argv, char buf[3])
+{
+	const char *word = argv[optind > 0 ? optind - 1 : 0];
+
+	/* a long option's optopt is 0 (unknown) or its value (an argument missing) */
+	if (optopt <= 0 || optopt >= 127 || !strncmp(word, "--", 2))
+		return word;
+	buf[0] = '-';
+	buf[1] = (char)optopt;
+	buf[2] = '\0';
+	return buf;
 }
 
 static void print_err(const char *line)
 {
-	fprintf(stderr, "%s\n", line);
+	sfs_err_print(line);
+}
+
+/* The refusal in the system log, one line as on stderr. */
+static void log_refusal(const char *source, const char *mountpoint, const char *err)
+{
+	char *line = NULL, out[SFS_ERR_LINE_MAX + 1];
+
+	if (asprintf(&line, "%s: view at %s refused: %s", source, mountpoint, err) < 0)
+		return;
+	sfs_err_clean(out, sizeof(out), line);
+	free(line);
+	openlog("strictfs", LOG_PID, LOG_DAEMON);
+	syslog(LOG_WARNING, "%s", out);
+	closelog();
 }
 
 static int ensure_rundir(char *err, size_t errlen)
@@ -425,9 +456,7 @@ fail:
 	if (started)
 		sfs_wait_pid_gone(started, 5000);
 	print_err(err);
-	openlog("strictfs", LOG_PID, LOG_DAEMON);
-	syslog(LOG_WARNING, "%s: view at %s refused: %s", source, mountpoint, err);
-	closelog();
+	log_refusal(source, mountpoint, err);
 	return -1;
 }
 
@@ -449,9 +478,7 @@ int sfs_cli_mount_ns(const char *source, const char *mountpoint, const char *opt
 		return sfs_cli_mount(source, mountpoint, options, verbose);
 	if (sfs_mntns_open(&ns, ns_spec, err, sizeof(err))) {
 		print_err(err);
-		openlog("strictfs", LOG_PID, LOG_DAEMON);
-		syslog(LOG_WARNING, "%s: view at %s refused: %s", source, mountpoint, err);
-		closelog();
+		log_refusal(source, mountpoint, err);
 		return -1;
 	}
 	r = mount_in(source, mountpoint, options, verbose, &ns);
@@ -471,11 +498,13 @@ static int cmd_mount(int argc, char **argv)
 	const char *ns = NULL;
 	bool verbose = false;
 	int c;
+	char bad[3];
 
 	/* options anywhere, as mount(8) takes them (`strictfs mount SRC DIR -o noacl`); "--"
 	 * ends them */
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "o:vN:h", longopts, NULL)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":o:vN:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'N':
 			ns = optarg;
@@ -492,8 +521,10 @@ static int cmd_mount(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return SFS_EXIT_OK;
+		case ':':
+			return usage_error("mount: %s: needs an argument", sfs_cli_bad_option(argv, bad));
 		default:
-			return usage_error("%s: bad option", "mount");
+			return usage_error("mount: %s: bad option", sfs_cli_bad_option(argv, bad));
 		}
 	}
 	if (argc - optind == 1 && strstr(options, "remount"))
@@ -749,8 +780,8 @@ static int upgrade_source(const char *source)
 		usleep(2000);
 	} while (t - t0 < 30000);
 	if (gen <= old_gen) {
-		fprintf(stderr, "strictfs: %s: generation %llu handed over, but no successor answered "
-		        "within 30 s (see the system log)\n", source, old_gen);
+		sfs_err_printf("strictfs: %s: generation %llu handed over, but no successor answered "
+		               "within 30 s (see the system log)", source, old_gen);
 		return SFS_EXIT_FAIL;
 	}
 	printf("%s: generation %llu (pid %ld) took over from generation %llu (pid %ld) in %lld ms\n",
@@ -828,7 +859,7 @@ int sfs_cli_main(int argc, char **argv)
 		return SFS_EXIT_OK;
 	}
 	if (geteuid() != 0 && strcmp(argv[1], "status")) {
-		fprintf(stderr, "strictfs: %s: must be run as root\n", argv[1]);
+		sfs_err_printf("strictfs: %s: must be run as root", argv[1]);
 		return SFS_EXIT_FAIL;
 	}
 	if (!strcmp(argv[1], "mount"))

@@ -178,8 +178,8 @@ static void wait_for_socket(pid_t pid, const char *key, void *arg)
 	if (fd >= 0)
 		close(fd);
 	else if (kill(pid, 0) == 0 || errno == EPERM)
-		fprintf(stderr, "strictfs: %s/%s.sock: daemon %d does not answer (%s)\n", SFS_RUNDIR,
-		        key, pid, strerror(-fd));
+		sfs_err_printf("strictfs: %s/%s.sock: daemon %d does not answer (%s)", SFS_RUNDIR, key,
+		               pid, strerror(-fd));
 }
 
 json_object *sfs_client_status(void)

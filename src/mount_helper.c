@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "options.h"
+#include "util.h"
 
 #define MNT_EX_SUCCESS 0
 #define MNT_EX_USAGE 1
@@ -56,7 +57,7 @@ int sfs_mount_helper_main(int argc, char **argv)
 		}
 	}
 	if (geteuid() != 0) {
-		fprintf(stderr, "strictfs: %s: must be run as root\n", argv[2]);
+		sfs_err_printf("strictfs: %s: must be run as root", argv[2]);
 		return MNT_EX_USAGE;
 	}
 	if (fake)

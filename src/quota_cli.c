@@ -39,9 +39,13 @@ static void usage(FILE *out)
 
 static int usage_error(const char *fmt, const char *arg)
 {
-	fprintf(stderr, "strictfs: quota: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\nTry 'strictfs quota --help' for more information.\n");
+	char *what = NULL;
+
+	if (asprintf(&what, fmt, arg) < 0)
+		what = NULL;
+	sfs_err_printf("strictfs: quota: %s", what ? what : fmt);
+	free(what);
+	fprintf(stderr, "Try 'strictfs quota --help' for more information.\n");
 	return SFS_EXIT_USAGE;
 }
 
@@ -55,7 +59,7 @@ static int quota_call(const char *source, struct sfs_msg *req, json_object **jso
 
 	if (sfs_cli_running_key(source, key, sizeof(key), err, sizeof(err)) ||
 	    sfs_cli_call_daemon(key, req, &rep, source, err, sizeof(err))) {
-		fprintf(stderr, "%s\n", err);
+		sfs_err_print(err);
 		return -1;
 	}
 	j = sfs_msg_get(&rep, "json");
@@ -124,12 +128,13 @@ static int cmd_set(int argc, char **argv)
 	static const char *const field[] = {"bsoft", "bhard", "isoft", "ihard"};
 	const char *user = NULL, *group = NULL, *view = NULL, *val[4] = {NULL};
 	struct sfs_msg req;
-	char idbuf[16];
+	char idbuf[16], bad[3];
 	uint32_t id;
 	int c, rc;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "u:g:", longopts, NULL)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":u:g:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'u': user = optarg; break;
 		case 'g': group = optarg; break;
@@ -137,7 +142,8 @@ static int cmd_set(int argc, char **argv)
 		case OPT_BSOFT: case OPT_BHARD: case OPT_ISOFT: case OPT_IHARD:
 			val[c - OPT_BSOFT] = optarg;
 			break;
-		default: return usage_error("set: %s", "bad option");
+		case ':': return usage_error("set: %s: needs an argument", sfs_cli_bad_option(argv, bad));
+		default: return usage_error("set: %s: bad option", sfs_cli_bad_option(argv, bad));
 		}
 	}
 	if (optind + 1 != argc)
@@ -149,21 +155,21 @@ static int cmd_set(int argc, char **argv)
 	for (int i = 0; i < 4; i++) {
 		uint64_t n;
 		if (val[i] && !sfs_parse_size(val[i], &n)) {
-			fprintf(stderr, "strictfs: --%s=%s: not a %s (a whole number with an optional K, M, "
-			        "G or T)\n", field[i], val[i], i < 2 ? "size" : "count");
+			sfs_err_printf("strictfs: --%s=%s: not a %s (a whole number with an optional K, "
+			               "M, G or T)", field[i], val[i], i < 2 ? "size" : "count");
 			return SFS_EXIT_FAIL;
 		}
 	}
 	if (view) {
 		if (val[0] || val[2]) {
-			fprintf(stderr, "strictfs: --%s: a view has hard limits only (its size= and "
-			        "inodes= options)\n", val[0] ? "bsoft" : "isoft");
+			sfs_err_printf("strictfs: --%s: a view has hard limits only (its size= and "
+			               "inodes= options)", val[0] ? "bsoft" : "isoft");
 			return SFS_EXIT_FAIL;
 		}
 		return set_view(view, val[1], val[3]);
 	}
 	if (!parse_id(user ? user : group, !user, &id)) {
-		fprintf(stderr, "strictfs: %s: no such %s\n", user ? user : group, user ? "user" : "group");
+		sfs_err_printf("strictfs: %s: no such %s", user ? user : group, user ? "user" : "group");
 		return SFS_EXIT_FAIL;
 	}
 	sfs_msg_init(&req, SFS_REQ_QUOTA);
@@ -193,25 +199,28 @@ static int cmd_grace(int argc, char **argv)
 	const char *b = NULL, *i = NULL;
 	struct sfs_msg req;
 	time_t t;
+	char bad[3];
 	int c, rc;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
 		if (c == 'b')
 			b = optarg;
 		else if (c == 'i')
 			i = optarg;
 		else
-			return usage_error("grace: %s", "bad option");
+			return usage_error(c == ':' ? "grace: %s: needs an argument" : "grace: %s: bad option",
+			                   sfs_cli_bad_option(argv, bad));
 	}
 	if (optind + 1 != argc)
 		return usage_error("grace: %s", "needs one SOURCE");
 	if (!b && !i)
 		return usage_error("grace: %s", "no grace time given (--blocks, --inodes)");
 	if ((b && !sfs_parse_duration(b, &t)) || (i && !sfs_parse_duration(i, &t))) {
-		fprintf(stderr, "strictfs: --%s=%s: not a duration (e.g. 90, 45s, 30m, 12h, 7d, 2w)\n",
-		        b && !sfs_parse_duration(b, &t) ? "blocks" : "inodes",
-		        b && !sfs_parse_duration(b, &t) ? b : i);
+		sfs_err_printf("strictfs: --%s=%s: not a duration (e.g. 90, 45s, 30m, 12h, 7d, 2w)",
+		               b && !sfs_parse_duration(b, &t) ? "blocks" : "inodes",
+		               b && !sfs_parse_duration(b, &t) ? b : i);
 		return SFS_EXIT_FAIL;
 	}
 	sfs_msg_init(&req, SFS_REQ_QUOTA);
@@ -390,8 +399,8 @@ static int cmd_check(int argc, char **argv)
 	same = json_object_get_boolean(json_object_object_get(doc, "same"));
 	diffs = json_object_object_get(doc, "differences");
 	if ((error = json_object_object_get(doc, "error"))) {
-		fprintf(stderr, "strictfs: %s: quota check failed: %s\n", argv[1],
-		        json_object_get_string(error));
+		sfs_err_printf("strictfs: %s: quota check failed: %s", argv[1],
+		               json_object_get_string(error));
 	} else if (same) {
 		printf("%s: live accounting equals a fresh scan (%" PRId64 " inodes, %" PRId64
 		       " KiB)\n", argv[1], num(doc, "inodes", NULL), (num(doc, "bytes", NULL) + 1023) / 1024);
@@ -403,8 +412,8 @@ static int cmd_check(int argc, char **argv)
 			       json_object_get_string(json_object_object_get(x, "resource")),
 			       num(x, "live", NULL), num(x, "scan", NULL));
 		}
-		fprintf(stderr, "strictfs: %s: quota accounting differs from a fresh scan in %zu "
-		        "places\n", argv[1], json_object_array_length(diffs));
+		sfs_err_printf("strictfs: %s: quota accounting differs from a fresh scan in %zu places",
+		               argv[1], json_object_array_length(diffs));
 	}
 	json_object_put(doc);
 	return same ? SFS_EXIT_OK : SFS_EXIT_FAIL;

@@ -14,14 +14,144 @@
 
 void sfs_errf(char *buf, size_t len, const char *object, const char *fmt, ...)
 {
+	static const char frame[] = "strictfs: : ";
+	size_t olen = strlen(object), room = 0;
 	va_list ap;
-	int n = snprintf(buf, len, "strictfs: %s: ", object);
+	int n;
 
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n >= 0 && len > sizeof(frame) + (size_t)n)
+		room = len - sizeof(frame) - (size_t)n;
+	if (olen > room && room > 16) {
+		size_t head = (room - 3) / 2, tail = room - 3 - head;
+		n = snprintf(buf, len, "strictfs: %.*s...%s: ", (int)head, object, object + olen - tail);
+	} else {
+		n = snprintf(buf, len, "strictfs: %s: ", object);
+	}
 	if (n < 0 || (size_t)n >= len)
 		return;
 	va_start(ap, fmt);
 	vsnprintf(buf + n, len - n, fmt, ap);
 	va_end(ap);
+}
+
+/* The length of the UTF-8 character at s (0 if the bytes there are not one, or a C1 control,
+ * which a terminal may obey). */
+static size_t utf8_char(const unsigned char *s)
+{
+	size_t n = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : 2;
+	unsigned lo = 0x80, hi = 0xbf;
+
+	if (s[0] < 0xc2 || s[0] > 0xf4 || (s[0] == 0xc2 && s[1] < 0xa0))
+		return 0;
+	if (s[0] == 0xe0)
+		lo = 0xa0;
+	else if (s[0] == 0xed)
+		hi = 0x9f; /* no surrogates */
+	else if (s[0] == 0xf0)
+		lo = 0x90;
+	else if (s[0] == 0xf4)
+		hi = 0x8f;
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if (s[i] < 0x80 || s[i] > 0xbf)
+			return 0;
+	return n;
+}
+
+/* One unit of the line at s as it is printed: its printed form in out (terminated), its
+ * printed length in *outlen; returns how many bytes of s it takes. */
+static size_t clean_unit(const unsigned char *s, char out[8], size_t *outlen)
+{
+	static const char esc[] = {'\n', 'n', '\t', 't', '\r', 'r', '\\', '\\'};
+	size_t n;
+
+	for (size_t i = 0; i < sizeof(esc); i += 2)
+		if (*s == (unsigned char)esc[i]) {
+			*outlen = (size_t)snprintf(out, 8, "\\%c", esc[i + 1]);
+			return 1;
+		}
+	if (*s >= 0x20 && *s < 0x7f) {
+		out[0] = (char)*s;
+		out[1] = '\0';
+		*outlen = 1;
+		return 1;
+	}
+	if (*s >= 0x80 && (n = utf8_char(s))) {
+		memcpy(out, s, n);
+		out[n] = '\0';
+		*outlen = n;
+		return n;
+	}
+	*outlen = (size_t)snprintf(out, 8, "\\x%02x", *s);
+	return 1;
+}
+
+void sfs_err_clean(char *out, size_t outlen, const char *line)
+{
+	const unsigned char *s = (const unsigned char *)line;
+	size_t max = outlen - 1, total = 0, seen = 0, used = 0, head, tail, u, k;
+	enum { HEAD, CUT, TAIL } part = HEAD;
+	char unit[8];
+
+	if (outlen < 4) {
+		if (outlen)
+			out[0] = '\0';
+		return;
+	}
+	if (max > SFS_ERR_LINE_MAX)
+		max = SFS_ERR_LINE_MAX;
+	for (size_t i = 0; s[i]; i += k) {
+		k = clean_unit(s + i, unit, &u);
+		total += u;
+	}
+	head = total <= max ? max : (max - 3) / 2;
+	tail = total <= max ? 0 : max - 3 - head;
+	for (size_t i = 0; s[i]; i += k, seen += u) {
+		k = clean_unit(s + i, unit, &u);
+		if (part == HEAD && used + u > head) {
+			memcpy(out + used, "...", 3);
+			used += 3;
+			part = CUT;
+		}
+		if (part == CUT && total - seen <= tail)
+			part = TAIL; /* what is left fits */
+		if (part == CUT)
+			continue;
+		memcpy(out + used, unit, u);
+		used += u;
+	}
+	out[used] = '\0';
+}
+
+void sfs_err_print(const char *line)
+{
+	char out[SFS_ERR_LINE_MAX + 1];
+
+	sfs_err_clean(out, sizeof(out), line);
+	fprintf(stderr, "%s\n", out);
+}
+
+void sfs_err_printf(const char *fmt, ...)
+{
+	char small[SFS_ERR_LINE_MAX + 1], *line = NULL;
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(&line, fmt, ap);
+	va_end(ap);
+	if (n < 0) { /* no memory: the start of it will do */
+		line = NULL;
+		va_start(ap, fmt);
+		vsnprintf(small, sizeof(small), fmt, ap);
+		va_end(ap);
+	}
+	sfs_err_print(line ? line : small);
+	free(line);
 }
 
 bool sfs_strlcpy(char *dst, const char *src, size_t len)

@@ -163,6 +163,47 @@ test_usage_errors_exit_2() {
 	assert_contains "$(cat "$T_DIR/.out")" mount "--help prints usage to stdout"
 }
 
+# Every error is one line of at most 512 bytes (contract §2): a newline or a control character
+# in what the user gave is escaped, and a long argument (3,000 bytes of subdir=, 100 KB
+# elsewhere) is cut in its middle, so the line still starts with the object and ends with the
+# reason.
+_line_bounded() { # MSG: the first line of $T_DIR/.err is at most 512 bytes
+	local n
+	n=$(head -n1 "$T_DIR/.err" | tr -d '\n' | wc -c)
+	if ((n <= 512)); then ok "$1 ($n bytes)"; else fail "$1: $n bytes"; fi
+}
+_100k() { head -c "${2:-100000}" /dev/zero | tr '\0' "$1"; } # CHAR [N]: 100 KB (N bytes) of it
+# the commands with a long argument made inside (the log shows the command)
+_mount_long_subdir() { "$STRICTFS" mount -o "subdir=/$(_100k y 3000)" "$@"; }
+_grace_100k() { "$STRICTFS" quota grace "$1" --blocks "$(_100k 9)"; }
+_mount_100k_flag() { "$STRICTFS" mount "--$(_100k y)" "$@"; }
+_100k_command() { "$STRICTFS" "$(_100k y)"; }
+
+test_refuse_message_is_one_bounded_escaped_line() {
+	new_source ref
+	local V=$T_DIR/v
+	mkdir "$V"
+	assert_refused_re '^strictfs: subdir=/a\\nb: No such file or directory$' \
+		"$STRICTFS" mount -o $'subdir=/a\nb' "$LOOP" "$V"
+	assert_refused_re '^strictfs: bogus\\x1b\[31m\\t: unknown option$' \
+		"$STRICTFS" mount -o $'bogus\e[31m\t' "$LOOP" "$V"
+	assert_refused_re '^strictfs: subdir=/y+\.\.\.y+: File name too long$' \
+		_mount_long_subdir "$LOOP" "$V"
+	_line_bounded "a 3,000-byte subdir= is cut"
+	assert_refused_re '^strictfs: --blocks=9+\.\.\.9+: not a duration' _grace_100k "$LOOP"
+	_line_bounded "a 100 KB --blocks= is cut"
+	assert_refused_re "^strictfs: $T_DIR/no\\\\nwhere: " "$STRICTFS" umount "$T_DIR/no"$'\n'where
+	# usage errors: the message line and the hint, the first bounded
+	assert_exit 2 _mount_100k_flag "$LOOP" "$V"
+	assert_eq 2 "$(grep -c '' "$T_DIR/.err")" "a bad option: two lines (the error, the hint)"
+	assert_contains "$(head -n1 "$T_DIR/.err")" "y...y" "the option is cut in its middle"
+	assert_contains "$(head -n1 "$T_DIR/.err")" "y: bad option" "the reason is kept"
+	_line_bounded "a 100 KB option name is cut"
+	assert_exit 2 _100k_command
+	assert_eq 2 "$(grep -c '' "$T_DIR/.err")" "an unknown command: two lines"
+	_line_bounded "a 100 KB command is cut"
+}
+
 test_refuse_umount_of_non_view() {
 	mkdir "$T_DIR/plain"
 	assert_refused "$T_DIR/plain" "$STRICTFS" umount "$T_DIR/plain"
