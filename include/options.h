@@ -74,6 +74,11 @@ bool sfs_opts_enforce_quota(const struct sfs_opts *o);
 /* The option that sets o's limits, for a message: quota, usrquota, grpquota, size or inodes. */
 const char *sfs_opts_quota_name(const struct sfs_opts *o);
 
+/* Whether shown, one option of the list the kernel reports for the superblock, is the setting
+ * the superblock option s asks for, in any spelling of its family in the option table: the
+ * kernel reports noload as norecovery, bsdgroups as grpid, dioread_lock as nodioread_nolock. */
+bool sfs_sb_opt_shown(const struct sfs_sb_opt *s, const char *shown);
+
 /* Superblock-only options as one fsconfig-ready comma list. */
 void sfs_opts_sb_string(const struct sfs_opts *o, char *buf, size_t len);
 

@@ -394,15 +394,29 @@ static bool option_in(const char *list, const char *opt)
 	return found;
 }
 
-/* Every superblock-only option asked for must be in effect: shown by the kernel, or a
- * default that the kernel does not show. */
+/* Whether the kernel's list shows the superblock option asked for, in any spelling. */
+static bool shown_in(const char *list, const struct sfs_sb_opt *s)
+{
+	char *copy = strdup(list), *save = NULL;
+	bool found = false;
+
+	if (!copy)
+		return false;
+	for (char *t = strtok_r(copy, ",", &save); t && !found; t = strtok_r(NULL, ",", &save))
+		found = !strcmp(t, s->text) || sfs_sb_opt_shown(s, t);
+	free(copy);
+	return found;
+}
+
+/* Every superblock-only option asked for must be in effect: shown by the kernel (under any
+ * of its names), or a default that the kernel does not show. */
 static int check_effective(const struct sfs_backing *b, const struct sfs_opts *o, char *err,
                            size_t errlen)
 {
 	for (int i = 0; i < o->n_sb; i++) {
 		const char *t = o->sb[i].text;
 		bool hidden = false;
-		if (option_in(b->options, t))
+		if (shown_in(b->options, &o->sb[i]))
 			continue;
 		for (size_t k = 0; k < ARRAY_SIZE(hidden_defaults); k++)
 			hidden |= !strcmp(hidden_defaults[k], t);

@@ -370,6 +370,33 @@ static const struct opt_def *find_def(const char *name, size_t len)
 	return NULL;
 }
 
+bool sfs_sb_opt_shown(const struct sfs_sb_opt *s, const char *shown)
+{
+	const char *eq = strchr(shown, '=');
+	size_t len = eq ? (size_t)(eq - shown) : strlen(shown);
+	const struct opt_def *d = find_def(shown, len);
+	char value[24];
+	long data;
+
+	if (d && d->apply == set_sb) {
+		data = d->data;
+	} else if (!d && !eq && len > 2 && !strncmp(shown, "no", 2) &&
+	           (d = find_def(shown + 2, len - 2)) && d->apply == set_sb && d->arg == ARG_NONE &&
+	           d->data == 1) {
+		data = 0; /* "noX" of a flag whose off spelling is another word (nodioread_nolock) */
+	} else {
+		return false;
+	}
+	if (strcmp(d->key ? d->key : d->name, s->key))
+		return false;
+	if (eq)
+		return !strcmp(eq + 1, s->value);
+	if (d->arg == ARG_REQUIRED)
+		return false;
+	snprintf(value, sizeof(value), "%ld", data);
+	return !strcmp(value, s->value);
+}
+
 static void note_flag_name(struct sfs_opts *o, const char *name)
 {
 	static const char *const flags[] = {"nosuid", "nodev", "noexec", "nosymfollow",

@@ -304,6 +304,26 @@ test_superblock_option_set_and_repeated() {
 	assert_eq x "$(cat "$X/f")" "views work"
 }
 
+# The kernel reports some superblock options under another name of their family (noload as
+# norecovery, bsdgroups as grpid, dioread_lock as nodioread_nolock): each is accepted, shown
+# as the kernel has it, and a later view may use either name (contract §3.3).
+test_superblock_option_reported_under_another_name() {
+	local o shown other V W pid
+	for o in noload:norecovery:norecovery bsdgroups:grpid:grpid dioread_lock:nodioread_nolock:dioread_lock; do
+		IFS=: read -r o shown other <<<"$o"
+		new_source "sb-$o"
+		V=$T_DIR/v-$o W=$T_DIR/w-$o
+		assert_ok sfs_mount -o "$o" "$LOOP" "$V" || continue
+		pid=$(view_pid "$V")
+		assert_contains ",$(daemon_field "$V" '.backing.options | join(",")')," ",$shown," \
+			"-o $o: the kernel reports $shown"
+		view "$other" "$LOOP" "$W"
+		assert_eq "$V $W" "$(daemon_views "$pid")" "-o $o: a later view with $other joins it"
+		assert_ok sh -c "echo x > '$W/f' && cat '$V/f'"
+		sfs_umount "$W" && sfs_umount "$V" && wait_daemon_gone "$pid" || fail "unmounting -o $o"
+	done
+}
+
 test_cache_writeback_sole_view() {
 	new_source wb
 	local V=$T_DIR/v W=$T_DIR/w pid

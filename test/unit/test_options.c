@@ -115,6 +115,18 @@ int main(void)
 	accepted("bsdgroups", &o);
 	accepted("grpid", &f);
 	CHECK(sfs_opts_sb_compatible(&f, &o, err, sizeof(err)) == 0, "synonyms agree: %s", err);
+	/* what the kernel reports back for them, under another name of the family */
+	accepted("noload,bsdgroups,dioread_lock,data=journal", &o);
+	CHECK(sfs_sb_opt_shown(&o.sb[0], "norecovery") && sfs_sb_opt_shown(&o.sb[0], "noload"),
+	      "noload is shown as norecovery");
+	CHECK(sfs_sb_opt_shown(&o.sb[1], "grpid") && !sfs_sb_opt_shown(&o.sb[1], "nogrpid"),
+	      "bsdgroups is shown as grpid");
+	CHECK(sfs_sb_opt_shown(&o.sb[2], "nodioread_nolock") &&
+	      !sfs_sb_opt_shown(&o.sb[2], "dioread_nolock"), "dioread_lock is nodioread_nolock");
+	CHECK(sfs_sb_opt_shown(&o.sb[3], "data=journal") && !sfs_sb_opt_shown(&o.sb[3], "data=ordered") &&
+	      !sfs_sb_opt_shown(&o.sb[3], "data") && !sfs_sb_opt_shown(&o.sb[0], "nodelalloc") &&
+	      !sfs_sb_opt_shown(&o.sb[0], "rw") && !sfs_sb_opt_shown(&o.sb[0], "nonoload"),
+	      "another setting or family is not");
 
 	/* remount: quota enforcement and view limits change live */
 	{
