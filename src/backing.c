@@ -198,9 +198,42 @@ static int set_sb_options(int fsfd, const struct sfs_opts *o, char *err, size_t 
 	return 0;
 }
 
+/* Whether the device offers DAX (sysfs: its queue's dax, a partition's on its disk); false
+ * when it cannot be told. */
+static bool device_has_dax(dev_t rdev)
+{
+	static const char *const where[] = {"queue/dax", "../queue/dax"};
+	char path[80], v[2] = "";
+
+	for (size_t i = 0; i < ARRAY_SIZE(where); i++) {
+		int fd;
+		ssize_t n;
+		snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/%s", major(rdev), minor(rdev),
+		         where[i]);
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			continue;
+		n = read(fd, v, 1);
+		close(fd);
+		return n == 1 && v[0] == '1';
+	}
+	return false;
+}
+
+/* dax (dax=always) asked for on a device without DAX: ext4 refuses the mount with EINVAL and
+ * says why only in the kernel log, so the refusal would name the device, not the option. */
+static const struct sfs_sb_opt *dax_refused(const struct sfs_backing *b, const struct sfs_opts *o)
+{
+	for (int i = 0; i < o->n_sb; i++)
+		if (!strcmp(o->sb[i].key, "dax") &&
+		    (!strcmp(o->sb[i].value, "1") || !strcmp(o->sb[i].value, "always")))
+			return device_has_dax(b->rdev) ? NULL : &o->sb[i];
+	return NULL;
+}
+
 static int mount_exclusive(struct sfs_backing *b, const struct sfs_opts *o, char *err,
                            size_t errlen)
 {
+	const struct sfs_sb_opt *dax;
 	char reason[512], where[PATH_MAX];
 	int fsfd, mfd, rc;
 
@@ -243,8 +276,12 @@ static int mount_exclusive(struct sfs_backing *b, const struct sfs_opts *o, char
 		}
 		if (!ro && (rc == -EROFS || rc == -EACCES))
 			continue;
-		sfs_errf(err, errlen, b->device, "cannot mount as ext4: %s",
-		         *reason ? reason : strerror(-rc));
+		if (rc == -EINVAL && (dax = dax_refused(b, o)))
+			sfs_errf(err, errlen, dax->text, "%s does not support DAX (refused by ext4)",
+			         b->device);
+		else
+			sfs_errf(err, errlen, b->device, "cannot mount as ext4: %s",
+			         *reason ? reason : strerror(-rc));
 		return rc;
 	}
 	if (fsfd < 0) {

@@ -23,6 +23,9 @@ REFUSED_OPTIONS=(
 	"errors=bogus|^strictfs: errors(=bogus)?: "
 	"uid=1000|^strictfs: uid(=1000)?: "
 	"ro=yes|^strictfs: ro(=yes)?: "
+	# a loop device has no DAX: ext4 refuses it, and the line names the option, not the device
+	"dax|^strictfs: dax: /dev/loop[0-9]+ does not support DAX"
+	"dax=always|^strictfs: dax=always: /dev/loop[0-9]+ does not support DAX"
 )
 
 _refuse_option() { # OPTION REGEX
