@@ -388,6 +388,58 @@ fail:
 	return -1;
 }
 
+/* Whether fd is still the file at path (it was not removed or replaced meanwhile). */
+static bool still_at(int fd, const char *path)
+{
+	struct stat held, now;
+
+	return fstat(fd, &held) == 0 && stat(path, &now) == 0 && held.st_ino == now.st_ino &&
+	       held.st_dev == now.st_dev;
+}
+
+/* The source's lock: an flock on /run/strictfs/KEY.lock. A refused command that leaves no
+ * daemon removes the file while it holds the lock (drop_lock_file), so a lock is taken only
+ * once the file locked is still the one at the path: the classic lock-file pattern. Returns
+ * the descriptor, or -1 with errno set. */
+static int lock_source(const char *lockp)
+{
+	for (;;) {
+		int fd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0600), e;
+
+		if (fd < 0)
+			return -1;
+		if (flock(fd, LOCK_EX) < 0) {
+			e = errno;
+			close(fd);
+			errno = e;
+			return -1;
+		}
+		if (still_at(fd, lockp))
+			return fd;
+		close(fd); /* removed while this command waited for it: lock the one there now */
+	}
+}
+
+/* A refusal leaves no lock file when no daemon serves the source: it is removed while held,
+ * by this command (lock, held) or, when the daemon it started has ended, taken again without
+ * waiting (lock -1: a command holding it now is using it). A daemon that refused to start
+ * is waited for: it may still be releasing the backing. */
+static void drop_lock_file(const char *key, const char *lockp, int lock)
+{
+	int fd = lock >= 0 ? lock : open(lockp, O_RDWR | O_CLOEXEC);
+	pid_t other = sfs_daemon_pid(key);
+
+	if (fd < 0)
+		return;
+	if (other && lock >= 0)
+		sfs_wait_pid_gone(other, 5000);
+	if ((lock >= 0 || flock(fd, LOCK_EX | LOCK_NB) == 0) && still_at(fd, lockp) &&
+	    !sfs_daemon_pid(key))
+		unlink(lockp);
+	if (lock < 0)
+		close(fd);
+}
+
 /* ns: where the mountpoint is resolved and the view mounted (SFS_MNTNS_NONE: here); the
  * source, the lock and the daemon are always this namespace's. */
 static int mount_in(const char *source, const char *mountpoint, const char *options, bool verbose,
@@ -397,7 +449,7 @@ static int mount_in(const char *source, const char *mountpoint, const char *opti
 	struct sfs_opts o;
 	uint64_t mnt_id = 0;
 	pid_t started = 0;
-	bool is_file;
+	bool is_file, none = false;
 	int lock = -1, fuse_fd = -1, conn;
 
 	if (sfs_opts_parse(options, &o, err, sizeof(err)))
@@ -420,8 +472,7 @@ static int mount_in(const char *source, const char *mountpoint, const char *opti
 	if (sfs_mntns_leave(ns, err, sizeof(err)) || ensure_rundir(err, sizeof(err)))
 		goto fail;
 	sfs_lock_path(key, lockp, sizeof(lockp));
-	lock = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (lock < 0 || flock(lock, LOCK_EX) < 0) {
+	if ((lock = lock_source(lockp)) < 0) {
 		sfs_errf(err, sizeof(err), lockp, "%s", strerror(errno));
 		goto fail;
 	}
@@ -430,6 +481,7 @@ static int mount_in(const char *source, const char *mountpoint, const char *opti
 		close(conn);
 	} else if (conn != -ESRCH || sfs_client_start_daemon(key, path, is_file, options, &started,
 	                                                     err, sizeof(err))) {
+		none = conn == -ESRCH; /* the daemon started for it refused */
 		goto fail;
 	}
 	if (mount_view(source, mp, &o, &fuse_fd, &mnt_id, ns, err, sizeof(err)))
@@ -449,12 +501,15 @@ fail_unmount:
 fail:
 	if (fuse_fd >= 0)
 		close(fuse_fd);
-	if (lock >= 0)
+	if (lock >= 0) {
+		if (none)
+			drop_lock_file(key, lockp, lock);
 		close(lock);
+	}
 	/* a daemon started for this view ends by itself once the lock is free: wait for it, so
 	 * that nothing is left behind when this command returns */
-	if (started)
-		sfs_wait_pid_gone(started, 5000);
+	if (started && sfs_wait_pid_gone(started, 5000))
+		drop_lock_file(key, lockp, -1);
 	print_err(err);
 	log_refusal(source, mountpoint, err);
 	return -1;

@@ -207,6 +207,43 @@ test_refuse_message_is_one_bounded_escaped_line() {
 	_line_bounded "a 100 KB command is cut"
 }
 
+# A refused mount leaves no lock file in /run/strictfs (contract §2: nothing left behind), when
+# the daemon it started refused (not ext4, share=existing with no native mount) or the view
+# was refused by the daemon it started (subdir= missing); a source with a daemon keeps its own.
+_lock_of() { # SOURCE: the source's lock file
+	local s=$1
+	if [[ -b $s ]]; then
+		printf '/run/strictfs/b-%d-%d.lock' "0x$(stat -c %t "$s")" "0x$(stat -c %T "$s")"
+	else
+		printf '/run/strictfs/f-%s-%s.lock' "$(stat -c %d "$s")" "$(stat -c %i "$s")"
+	fi
+}
+
+test_refuse_leaves_no_lock_file() {
+	new_source ref
+	local V=$T_DIR/v W=$T_DIR/w junk=$T_DIR/junk.img lock
+	mkdir "$V" "$W"
+	truncate -s 64M "$junk"
+	assert_refused_re "$junk|/dev/loop[0-9]+" "$STRICTFS" mount "$junk" "$V"
+	assert_ok test ! -e "$(_lock_of "$junk")"
+	lock=$(_lock_of "$LOOP")
+	assert_refused share=existing "$STRICTFS" mount -o share=existing "$LOOP" "$V"
+	assert_ok test ! -e "$lock"
+	assert_refused subdir=/nowhere "$STRICTFS" mount -o subdir=/nowhere "$LOOP" "$V"
+	assert_ok test ! -e "$lock"
+	assert_refused subdir=/nowhere "$STRICTFS" mount -o subdir=/nowhere "$IMG" "$V"
+	assert_ok test ! -e "$(_lock_of "$IMG")"
+	view "" "$LOOP" "$V"
+	assert_ok test -e "$lock"
+	assert_refused subdir=/nowhere "$STRICTFS" mount -o subdir=/nowhere "$LOOP" "$W"
+	assert_ok test -e "$lock"
+	assert_ok touch "$V/still-works"
+	# the next mount after a removed lock file starts a daemon as before
+	sfs_umount "$V" || die "umount"
+	view "" "$LOOP" "$W"
+	assert_ok touch "$W/works"
+}
+
 test_refuse_umount_of_non_view() {
 	mkdir "$T_DIR/plain"
 	assert_refused "$T_DIR/plain" "$STRICTFS" umount "$T_DIR/plain"
