@@ -887,6 +887,13 @@ static int cmd_status(int argc, char **argv)
 		else
 			return usage_error("status: %s: one SOURCE or MOUNTPOINT at most", argv[i]);
 	}
+	/* the daemons answer only root, under /run/strictfs (0700): another user must not be told
+	 * that none runs */
+	if (access(SFS_RUNDIR, R_OK | X_OK) < 0 && errno != ENOENT) {
+		sfs_err_printf("strictfs: %s: not accessible: %s (run as root)", SFS_RUNDIR,
+		               strerror(errno));
+		return SFS_EXIT_FAIL;
+	}
 	doc = sfs_client_status();
 	if (what)
 		filter_status(doc, what);

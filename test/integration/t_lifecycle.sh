@@ -281,6 +281,24 @@ test_control_socket_refuses_non_root() {
 	assert_ok pid_alive "$PID"
 }
 
+# status as another user: the daemons answer only root, so the user is told why in one line
+# (exit 1), not that no daemon runs (contract §2).
+test_status_as_non_root_names_the_permission() {
+	ensure_users
+	two_image_views
+	local args
+	for args in "$A" "" "--json" "$IMG --json"; do
+		# shellcheck disable=SC2086
+		_capture as_user "$SFS_ALICE" "$STRICTFS" status $args
+		assert_eq 1 "$RC" "status $args as alice: exit 1"
+		assert_eq "strictfs: /run/strictfs: not accessible: Permission denied (run as root)" \
+			"$(cat "$T_DIR/.err")" "status $args as alice: one line naming the permission"
+		assert_eq "" "$(cat "$T_DIR/.out")" "status $args as alice: nothing on stdout"
+	done
+	assert_ok "$STRICTFS" status "$A"
+	assert_contains "$(cat "$T_DIR/.out")" "$A" "root sees the view"
+}
+
 test_control_socket_survives_garbage() {
 	two_image_views
 	local socks path typ n=0
