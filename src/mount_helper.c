@@ -32,7 +32,7 @@ int sfs_mount_helper_main(int argc, char **argv)
 		switch (c) {
 		case 'o':
 			if (sfs_opts_join(options, optarg, err, sizeof(err))) {
-				fprintf(stderr, "%s\n", err);
+				sfs_err_print(err);
 				return MNT_EX_USAGE;
 			}
 			break;

@@ -103,7 +103,7 @@ static bool add_limit(char *opts, const char *name, const char *value)
 	snprintf(item, sizeof(item), "%s=%s", name, value);
 	if (!sfs_opts_join(opts, item, err, sizeof(err)))
 		return true;
-	fprintf(stderr, "%s\n", err);
+	sfs_err_print(err);
 	return false;
 }
 
