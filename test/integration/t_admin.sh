@@ -11,7 +11,7 @@ COMPLETION=$SFS_REPO/bash-completion/strictfs
 NOT_VIEW_OPTIONS="_netdev allow_other auto comment default_permissions defaults group_id noauto nofail user_id"
 
 known_options() { # the option names of the table in src/options.c, sorted
-	sed -n -E 's/^\t(DEF|BOOL|VALUE|CHOICE|FLAG|NOFLAG|IGNORED|SB|SB_SET)\("([^"]*)".*/\2/p
+	sed -n -E 's/^\t(DEF|BOOL|VALUE|CHOICE|FLAG|NOFLAG|IGNORED|SB|SB_SET|FIXED_BOOL|FIXED_VALUE|FIXED_CHOICE)\("([^"]*)".*/\2/p
 		s/^\tSB_FLAG\("([^"]*)", "([^"]*)".*/\1\n\2/p' "$SFS_REPO/src/options.c" | sort -u
 }
 
