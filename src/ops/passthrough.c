@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <syslog.h>
 
 #include "coherence.h"
@@ -67,14 +68,28 @@ static bool writes_privileged(struct sfs_view *v)
 	return sfs_creds_write_privileged(v->svc->backing->resuid, v->svc->backing->resgid);
 }
 
-/* A new backing file for n, open as fd, with the credentials its I/O will run with: the
- * caller's for a privileged writer, nobody's for any other. Off for the view after any
- * failure. */
+/* Whether a registration made by this open should carry the caller's own credentials: a
+ * privileged writer's; a privileged reader's too when the file is the caller's and nobody
+ * else may write it (a root-owned 0644 file), since then the writers to come are the caller
+ * again, who can share it (writer_may_share). Anyone else's: nobody's. */
+static bool registers_as_caller(struct sfs_view *v, int fd, bool writes)
+{
+	struct stat st;
+
+	if (!writes_privileged(v))
+		return false;
+	if (writes)
+		return true;
+	return fstat(fd, &st) == 0 && st.st_uid == sfs_creds_key().uid && !(st.st_mode & 022);
+}
+
+/* A new backing file for n, open as fd, with the credentials its I/O will run with
+ * (registers_as_caller). Off for the view after any failure. */
 static struct sfs_pt_entry *register_backing(struct sfs_view *v, const struct sfs_node *n,
                                              int fd, bool writes)
 {
 	struct sfs_pt_entry *e = calloc(1, sizeof(*e));
-	bool as_caller = writes && writes_privileged(v);
+	bool as_caller = registers_as_caller(v, fd, writes);
 	int id = e ? sfs_creds_backing_begin(as_caller) : -ENOMEM;
 
 	if (e && !id) {

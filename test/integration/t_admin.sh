@@ -2,6 +2,7 @@
 # The administrator's side: meson install puts everything where util-linux users look for it,
 # the man pages render without warnings and cover every command and view option, and the bash
 # completion knows the commands, every option of -o, and the views to unmount.
+# transport-independent: install, man pages and completion; no view serves a request
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 MAN_PAGES=("$SFS_REPO/doc/strictfs.8" "$SFS_REPO/doc/mount.strictfs.8")

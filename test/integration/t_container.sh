@@ -2,6 +2,7 @@
 # Per-container views (contract §6): `strictfs mount --namespace PID` and mount(8)'s -N put a view
 # in another process's mount namespace, served by the same daemon as the host's views,
 # invisible outside, and dropped when that namespace ends.
+# transport-independent: which namespace a view lives in is decided at mount, above the transport
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 test_container_view_beside_host_views() {

@@ -3,6 +3,7 @@
 # and the daemon keeps serving; clients that stall (connect and never send, send part of a
 # frame, trickle a byte at a time) do not hold up the others. control_fuzz.py throws the
 # requests; afterwards the daemon must still answer status, serve its view and add a new one.
+# transport-independent: the control socket, not the view's request channel
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 daemon_socket() { # PID -> its control socket under /run/strictfs

@@ -1,6 +1,7 @@
 #!/bin/bash
 # View options (contract §5): ro, subdir=, per-mount flags, bsddf/minixdf, superblock-only options,
 # cache=, and the list of options that must be accepted.
+# transport-independent: options are decided by the view profile above the transport, the same code whichever way requests come; t_data, t_security and t_coherence carry the request path in both passes
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # ---- ro -------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 # enforced only in the views that ask (quota, usrquota, grpquota, size=, inodes=), soft limits
 # with grace, limits kept in /.strictfs/ across restarts, df that tells the caller the truth,
 # and `strictfs quota set|grace|report|check`.
+# transport-independent: accounting and limits live in the policy layer above the transport; t_data carries the write path in both passes
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 EDQUOT_MSG="Disk quota exceeded"

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Refusals (contract §2, §3.3, §4.3, §5): exit 1, one line "strictfs: OBJECT: reason" naming what is
 # at fault, and nothing left mounted, started or attached; a running daemon is left as it was.
+# transport-independent: a refusal is decided before any view serves a request
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # Options refused on a fresh source: "OPTION|REGEX" where the one stderr line must match REGEX:

@@ -264,8 +264,8 @@ test_security_ro_view() {
 	assert_eq "$(_tree_listing "$REF/t")" "$(_tree_listing "$B/t")" "nothing changed through the ro view"
 }
 
-# A file open for writing pins a mount read-write: remounting ro is refused (EBUSY), natively
-# and for a view, and the writer keeps writing; without it the remount takes, and new writes
+# A file open for writing pins a mount read-write: remounting ro is refused, natively (EBUSY)
+# and for a view (by the option's name), and the writer keeps writing; without it the remount takes, and new writes
 # fail with EROFS.
 test_security_remount_ro_with_writer() {
 	new_source secrw
@@ -279,7 +279,8 @@ test_security_remount_ro_with_writer() {
 		exec 7>>"$r/f"
 		if [[ $r == "$V" ]]; then
 			assert_exit 1 "$STRICTFS" mount -o remount,ro "$V"
-			assert_eq "strictfs: $V: Device or resource busy" "$(cat "$T_DIR/.err")" "view: remount ro refused, busy"
+			assert_eq "strictfs: ro: files are open for writing through $V" "$(cat "$T_DIR/.err")" \
+				"view: remount ro refused by name"
 		else
 			assert_fails_with "busy" mount -o remount,bind,ro "$RB"
 		fi

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Sources and the backing: image files (strictfs attaches and detaches the loop device), one
 # daemon per source whatever its spelling, the exclusive backing, and share=existing.
+# transport-independent: how a source is found and attached, before any view serves a request
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 test_image_source_attaches_loop() {
