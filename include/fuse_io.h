@@ -114,6 +114,15 @@ void sfs_fuse_io_end(void);
 uint64_t sfs_fuse_io_unique(void);
 void sfs_fuse_io_set_unique(uint64_t unique);
 
+/* How a request that may wait long (a lock) waits without holding the others up: 1 on a
+ * thread of its own (a request read from /dev/fuse, whose answer may go from any thread), 0
+ * on the calling thread (an io_uring entry's, whose answer goes back through the entry,
+ * which stays taken until then), or -ENOLCK when the entry is the last of its queue that is
+ * not waiting already (the kernel queues a CPU's requests to its queue alone). After 0,
+ * sfs_fuse_io_wait_end when the wait is over. */
+int sfs_fuse_io_wait_begin(void);
+void sfs_fuse_io_wait_end(void);
+
 /* The next OPEN or CREATE reply this thread sends hands backing id over (FOPEN_PASSTHROUGH),
  * instead of any page-cache flag. 0 sends it as libfuse made it. */
 void sfs_fuse_io_reply_backing(int id);

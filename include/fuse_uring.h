@@ -83,4 +83,8 @@ unsigned sfs_fuse_uring_queues(const struct sfs_fuse_uring *u);
  * (EMSGSIZE: larger than the entry). -2 when the reply is not this thread's entry's. */
 ssize_t sfs_fuse_uring_take_reply(const struct iovec *iov, int count);
 
+/* See sfs_fuse_io_wait_begin: 1 when the calling thread serves no io_uring entry. */
+int sfs_fuse_uring_wait_begin(void);
+void sfs_fuse_uring_wait_end(void);
+
 #endif

@@ -86,12 +86,14 @@ struct sfs_ho_view {
 
 /* SFS_HO_RELEASING: released, the answer not yet sent: the kernel may send the RELEASE again,
  * so the slot is not handed out before it has had the answer. */
-enum sfs_ho_kind { SFS_HO_FILE = 1, SFS_HO_DIR = 2, SFS_HO_RELEASING = 3 };
+enum sfs_ho_kind { SFS_HO_FILE = 1, SFS_HO_DIR = 2, SFS_HO_RELEASING = 3,
+                   SFS_HO_LOCK = 4 /* a lock owner's description of a file (locks.h) */ };
 
 #define SFS_HO_WRITES 1u          /* open for writing */
 #define SFS_HO_PT_NOBODY 2u       /* its passthrough backing file was registered as nobody */
 #define SFS_HO_PT_ATIME 4u        /* reads through it move the atime */
 #define SFS_HO_CACHED 8u          /* the view's kernel may keep pages it read */
+#define SFS_HO_FLOCK 16u          /* SFS_HO_LOCK: it holds flock locks, not fcntl ones */
 
 /* An open file or directory: the kernel knows it by its slot (fuse_file_info.fh). */
 struct sfs_ho_file {
@@ -105,6 +107,11 @@ struct sfs_ho_file {
 	uint64_t dev, ino;            /* what fd must be */
 	uint32_t key_uid, key_gid;    /* whose credentials the backing file has */
 	uint64_t key_groups;
+	/* SFS_HO_LOCK: the view's lock owner, the fh it came through last, and the process that
+	 * set its newest lock */
+	uint64_t owner;
+	uint32_t fh;
+	int32_t pid;
 	uint64_t check;
 };
 

@@ -51,6 +51,7 @@ struct sfs_view {
 	bool failed;                    /* its daemon kept crashing: every request answers EIO */
 	atomic_ullong requests;
 	atomic_int open_files;
+	atomic_int lock_waits;          /* lock requests waiting (ops/lock.c) */
 	double entry_timeout;
 	double attr_timeout;
 	double negative_timeout;        /* 0 in casefold views: another spelling may appear */
@@ -70,6 +71,11 @@ struct sfs_file;
 /* Closes the files of an ended view that the kernel never released (a view unmounted lazily
  * loses the RELEASEs of files closed after it). Only once its session threads are gone. */
 void sfs_view_close_files(struct sfs_view *v);
+
+/* Ends the lock waits of an ended view (their requests answer EINTR) and its locks (ops/
+ * lock.c); before its session threads are stopped, since an io_uring entry's thread may be
+ * the one waiting. */
+void sfs_view_end_locks(struct sfs_view *v);
 
 /* The node a kernel's node id names in this view (its root is FUSE_ROOT_ID), or NULL if the
  * daemon does not know it. Every id a kernel sends is looked up, never trusted as memory. */

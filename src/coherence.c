@@ -16,10 +16,16 @@
  * only when it has delivered nothing for this long (it is then blocked on a lock a request of
  * the target view holds): the wait grows with the number of views, never the staleness. */
 #define STALL_BOUND_MS 200
+/* A delivery to a view that has a request waiting here, still not done after this long, waits
+ * for a lock that request holds in its kernel (its directory, during a create or unlink):
+ * both give up waiting, or each would wait out the stall bound on every such change. */
+#define CYCLE_MS 2
 /* Targets fit on the stack up to this many views; more are allocated. */
 #define STACK_TARGETS 64
 
 enum kind { INVAL_INODE, INVAL_ENTRY };
+
+#define NONE UINT32_MAX
 
 struct item {
 	struct item *next;
@@ -38,6 +44,9 @@ struct sfs_coherence {
 	pthread_cond_t done;
 	struct item *head, *tail;
 	uint64_t next_seq, done_seq;
+	uint32_t delivering;          /* the view the notifier is delivering to, or NONE */
+	struct timespec since;        /* when that delivery began */
+	uint32_t waiting[SFS_MAX_VIEWS]; /* requests of each view waiting in sfs_coh_flush */
 	bool stop;
 	pthread_t thread;
 };
@@ -74,9 +83,12 @@ static void *notifier(void *arg)
 		c->head = it->next;
 		if (!c->head)
 			c->tail = NULL;
+		c->delivering = it->slot;
+		clock_gettime(CLOCK_MONOTONIC, &c->since);
 		pthread_mutex_unlock(&c->lock);
 		deliver(c->svc, it);
 		pthread_mutex_lock(&c->lock);
+		c->delivering = NONE;
 		c->done_seq = it->seq;
 		pthread_cond_broadcast(&c->done);
 		free(it);
@@ -93,6 +105,7 @@ int sfs_coh_start(struct sfs_services *svc)
 	if (!c)
 		return -ENOMEM;
 	c->svc = svc;
+	c->delivering = NONE;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->work, NULL);
 	pthread_condattr_t ca;
@@ -286,10 +299,24 @@ void sfs_coh_spelling(struct sfs_view *origin, struct sfs_node *parent, const ch
 	queue_to_targets(origin, parent, INVAL_ENTRY, 0, 0, name);
 }
 
+/* Under c->lock: whether the delivery in progress waits on a request waiting here (CYCLE_MS).
+ * Giving up is safe for that view: the notifier is queued on its lock, and takes it as soon
+ * as the request lets it go, before anything else of that view can look. */
+static bool waits_on_a_waiter(struct sfs_coherence *c)
+{
+	struct timespec now;
+
+	if (c->delivering == NONE || !c->waiting[c->delivering])
+		return false;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (now.tv_sec - c->since.tv_sec) * 1000 + (now.tv_nsec - c->since.tv_nsec) / 1000000 >=
+	       CYCLE_MS;
+}
+
 void sfs_coh_flush(struct sfs_view *origin)
 {
 	struct sfs_coherence *c = origin->svc->coh;
-	struct timespec deadline;
+	struct timespec deadline, tick;
 	uint64_t seen;
 
 	if (!c || !last_queued)
@@ -297,14 +324,21 @@ void sfs_coh_flush(struct sfs_view *origin)
 	sfs_deadline_in(CLOCK_MONOTONIC, STALL_BOUND_MS, &deadline);
 	pthread_mutex_lock(&c->lock);
 	seen = c->done_seq;
-	while (c->done_seq < last_queued) {
-		if (pthread_cond_timedwait(&c->done, &c->lock, &deadline) == ETIMEDOUT) {
-			if (c->done_seq == seen)
-				break; /* stalled: see STALL_BOUND_MS */
-			seen = c->done_seq;
-			sfs_deadline_in(CLOCK_MONOTONIC, STALL_BOUND_MS, &deadline);
-		}
+	c->waiting[origin->slot]++;
+	while (c->done_seq < last_queued && !waits_on_a_waiter(c)) {
+		sfs_deadline_in(CLOCK_MONOTONIC, CYCLE_MS, &tick);
+		if (pthread_cond_timedwait(&c->done, &c->lock, &tick) != ETIMEDOUT)
+			continue;
+		clock_gettime(CLOCK_MONOTONIC, &tick);
+		if (tick.tv_sec < deadline.tv_sec ||
+		    (tick.tv_sec == deadline.tv_sec && tick.tv_nsec < deadline.tv_nsec))
+			continue;
+		if (c->done_seq == seen)
+			break; /* stalled: see STALL_BOUND_MS */
+		seen = c->done_seq;
+		sfs_deadline_in(CLOCK_MONOTONIC, STALL_BOUND_MS, &deadline);
 	}
+	c->waiting[origin->slot]--;
 	pthread_mutex_unlock(&c->lock);
 	last_queued = 0;
 }

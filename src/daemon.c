@@ -34,6 +34,7 @@
 #include <libmount.h>
 
 #include "coherence.h"
+#include "locks.h"
 #include "fuse_uring.h"
 #include "names.h"
 #include "policy.h"
@@ -535,6 +536,7 @@ static void drop_view(struct sfs_daemon *d, struct sfs_view *v)
 {
 	sfs_ho_drop_view(&d->ho, v->slot);
 	sfs_registry_remove(&d->svc.views, v);
+	sfs_view_end_locks(v);
 	sfs_view_finish(v);
 	sfs_view_close_files(v);
 	sfs_itab_drop_view(&d->svc.itab, &d->svc.fdc, v->slot);
@@ -1199,6 +1201,10 @@ static int start_services(struct sfs_daemon *d, char *err, size_t errlen)
 	}
 	if (sfs_coh_start(&d->svc))
 		return -1;
+	if (sfs_locks_init(&d->svc.locks, &d->ho)) {
+		sfs_errf(err, errlen, d->source, "out of memory");
+		return -1;
+	}
 	d->mountinfo_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
 	d->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (d->event_fd < 0 || pthread_create(&sig, NULL, signal_thread, d)) {
@@ -1426,6 +1432,8 @@ static void adopt_files(struct sfs_daemon *d)
 			rc = -ENOENT;
 		else if (atomic_load(&rec.live) == SFS_HO_DIR)
 			rc = sfs_view_adopt_dir(v, slot, &rec);
+		else if (atomic_load(&rec.live) == SFS_HO_LOCK)
+			rc = sfs_locks_adopt(d->svc.locks, slot, &rec);
 		else
 			rc = sfs_view_adopt_file(v, slot, &rec);
 		rc ? lost++ : files++;
@@ -1553,6 +1561,7 @@ static void teardown(struct sfs_daemon *d)
 	}
 	sfs_quota_stop(&d->svc.quota);
 	sfs_coh_stop(&d->svc);
+	sfs_locks_destroy(d->svc.locks);
 	sfs_names_destroy(&d->svc);
 	if (d->svc.itab.buckets)
 		sfs_itab_destroy(&d->svc.itab, &d->svc.fdc);

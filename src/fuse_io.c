@@ -438,6 +438,16 @@ int sfs_fuse_io_resend(struct sfs_fuse_io *io)
 	return write(io->fd, &out, sizeof(out)) == sizeof(out) ? 0 : -errno;
 }
 
+int sfs_fuse_io_wait_begin(void)
+{
+	return sfs_fuse_uring_wait_begin();
+}
+
+void sfs_fuse_io_wait_end(void)
+{
+	sfs_fuse_uring_wait_end();
+}
+
 void sfs_fuse_io_reply_backing(int id)
 {
 	reply_backing = id;

@@ -85,6 +85,7 @@ struct entry {
 	bool replied;
 	struct sfs_uring_entry_state *sh;
 	uint64_t orphan;        /* a predecessor's request this entry answers first, or 0 */
+	bool waiting;           /* its request waits long (a lock), under the ring's lock */
 	pthread_mutex_t sq_lock; /* the ring's submissions, and the handover's gate (holding) */
 };
 
@@ -225,6 +226,39 @@ static void serve_request(struct entry *e)
 	serving = NULL;
 	if (!e->replied)
 		reply_error(e, EIO);
+}
+
+int sfs_fuse_uring_wait_begin(void)
+{
+	struct entry *e = serving;
+	struct sfs_fuse_uring *u;
+	unsigned first, busy = 0;
+
+	if (!e)
+		return 1;
+	u = e->u;
+	first = (unsigned)e->qid * SFS_URING_DEPTH;
+	pthread_mutex_lock(&u->lock);
+	for (unsigned i = first; i < first + SFS_URING_DEPTH && i < u->nentries; i++)
+		busy += u->ents[i].waiting;
+	if (busy + 1 >= SFS_URING_DEPTH) {
+		pthread_mutex_unlock(&u->lock);
+		return -ENOLCK;
+	}
+	e->waiting = true;
+	pthread_mutex_unlock(&u->lock);
+	return 0;
+}
+
+void sfs_fuse_uring_wait_end(void)
+{
+	struct entry *e = serving;
+
+	if (!e)
+		return;
+	pthread_mutex_lock(&e->u->lock);
+	e->waiting = false;
+	pthread_mutex_unlock(&e->u->lock);
 }
 
 ssize_t sfs_fuse_uring_take_reply(const struct iovec *iov, int count)

@@ -295,7 +295,7 @@ bool sfs_ho_file_record(struct sfs_handover *h, uint32_t slot, struct sfs_ho_fil
 		return false;
 	f = file_at(h, slot);
 	live = atomic_load(&f->live);
-	if (live != SFS_HO_FILE && live != SFS_HO_DIR)
+	if (live != SFS_HO_FILE && live != SFS_HO_DIR && live != SFS_HO_LOCK)
 		return false;
 	*out = *f;
 	return out->check == file_check(out);

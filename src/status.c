@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "locks.h"
 #include "names.h"
 
 static json_object *split_list(const char *list)
@@ -170,6 +171,8 @@ json_object *sfs_status_daemon(struct sfs_daemon *d)
 	json_object_object_add(o, "casefold_collisions",
 	                       json_object_new_uint64(sfs_names_collisions(&d->svc)));
 	json_object_object_add(o, "quota", sfs_quota_status(&d->svc.quota));
+	/* the lock owners it keeps a backing description for (locks.h) */
+	json_object_object_add(o, "lock_owners", json_object_new_uint64(sfs_locks_count(d->svc.locks)));
 	sfs_registry_read_lock(&d->svc.views);
 	sfs_for_each_view(&d->svc.views, v)
 		if (!atomic_load(&v->ended))

@@ -465,10 +465,7 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t 
 	req_reply_write(&q, n);
 }
 
-/* No flush: the daemon never takes POSIX locks on backing descriptors (the kernel keeps each
- * view's locks itself) and writes reach the backing before they return, so a flush would have
- * nothing to do. Without the handler the kernel stops sending FLUSH after the first ENOSYS,
- * which saves every close(2) a round trip. */
+/* The open file's OFD and flock locks go with it (lock.c), as natively. */
 void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct req q;
@@ -480,6 +477,7 @@ void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* what a passthrough writer allocated, the ledger has not seen yet */
 	if (f->backing && f->writes)
 		sfs_quota_sync(req_ledger(&q), f->node, NULL, f->fd);
+	sfs_view_release_locks(q.r.view, f, (uint32_t)fi->fh);
 	end_file(q.r.view, f);
 	req_reply_err(&q, 0);
 	sfs_ho_file_released(q.r.view->svc->ho, fi->fh);

@@ -100,6 +100,7 @@ void req_reply_xattr(struct req *q, int rc, const void *buf, size_t size, size_t
 void req_reply_statfs(struct req *q, int rc, const struct statvfs *st);
 void req_reply_ioctl(struct req *q, int rc, const void *buf, size_t n);
 void req_reply_lseek(struct req *q, off_t off);
+void req_reply_lock(struct req *q, const struct flock *fl);
 
 /* Runs a backing call as the caller; where the view's rules say the kernel has already
  * allowed the access (noacl views over an ACL-enforcing backing), an EACCES is retried with
@@ -263,6 +264,13 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
 void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
                   struct fuse_file_info *fi);
 void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct flock *lock);
+void op_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct flock *lock,
+              int sleep);
+void op_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op);
+/* lock.c: the locks that came through open file f (fh) go with its RELEASE. */
+void sfs_view_release_locks(struct sfs_view *v, const struct sfs_file *f, uint32_t fh);
 void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
 void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
                   struct fuse_file_info *fi);

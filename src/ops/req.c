@@ -238,6 +238,12 @@ void req_reply_ioctl(struct req *q, int rc, const void *buf, size_t n)
 	fuse_reply_ioctl(q->r.req, 0, buf, n);
 }
 
+void req_reply_lock(struct req *q, const struct flock *fl)
+{
+	settle(q);
+	fuse_reply_lock(q->r.req, fl);
+}
+
 void req_reply_lseek(struct req *q, off_t off)
 {
 	if (off < 0) {

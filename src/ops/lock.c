@@ -1,0 +1,241 @@
+/* File locks (see locks.h): GETLK, SETLK, SETLKW and flock through any view meet the locks
+ * taken through every other, as on one ext4 mount; FLUSH and RELEASE end them as close(2)
+ * does natively. */
+#include "ops.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fuse_io.h"
+#include "locks.h"
+#include "services.h"
+#include "view.h"
+
+/* Waiting requests served on threads of their own, over all views: beyond, ENOLCK. */
+#define WAITERS_MAX 4096
+static atomic_int waiters;
+
+/* A carrier is a new description of the open file's backing file, opened with the daemon's
+ * rights to read and write (the kernel checked the caller's when the file was opened). */
+static int reopen_privileged(int fd, int flags)
+{
+	char path[40];
+	int nfd;
+
+	fd_path(path, fd);
+	sfs_priv_begin(SFS_PRIV_DAC);
+	nfd = open(path, flags);
+	nfd = nfd < 0 ? -errno : nfd;
+	sfs_priv_end();
+	return nfd;
+}
+
+/* The owner and open file of a lock request; -EBADF for an fh the daemon does not know. */
+static int lock_of(fuse_req_t req, const struct fuse_file_info *fi, bool flock,
+                   struct sfs_lock_key *k, struct sfs_lock_via *via)
+{
+	struct sfs_view *v = fuse_req_userdata(req);
+	struct sfs_file *f = file_of(req, fi);
+	struct stat st;
+
+	if (f == &sfs_no_file)
+		return -EBADF;
+	if (!f->node && fstat(f->fd, &st) < 0)
+		return -errno;
+	*k = (struct sfs_lock_key){.view = v->slot, .ino = f->node ? f->node->ino : st.st_ino,
+	                           .owner = fi->lock_owner, .flock = flock};
+	*via = (struct sfs_lock_via){.fd = f->fd, .fh = (uint32_t)fi->fh,
+	                             .reopen = reopen_privileged};
+	return 0;
+}
+
+void op_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct flock *lock)
+{
+	struct sfs_lock_key k;
+	struct sfs_lock_via via;
+	struct req q;
+	int rc;
+
+	(void)ino;
+	req_start(&q, req);
+	rc = lock_of(req, fi, false, &k, &via);
+	if (!rc)
+		rc = sfs_locks_test(q.r.view->svc->locks, &k, &via, lock);
+	if (rc) {
+		req_reply_err(&q, rc);
+		return;
+	}
+	req_reply_lock(&q, lock);
+}
+
+/* A lock request that may wait: what it asks, and how its wait can be interrupted. */
+struct waiter {
+	struct req q;
+	struct sfs_lock_key k;
+	struct sfs_lock_via via;
+	struct flock fl;
+	int how; /* flock: LOCK_SH or LOCK_EX; fcntl: -1 */
+	struct sfs_lock_wait w;
+};
+
+static void interrupted(fuse_req_t req, void *data)
+{
+	(void)req;
+	sfs_lock_wait_interrupt(&((struct waiter *)data)->w);
+}
+
+/* Waits for the lock and answers. The kernel's FUSE_INTERRUPT ends the wait with EINTR,
+ * which it turns into the restart or EINTR the caller would get natively. */
+static void wait_and_answer(struct waiter *x)
+{
+	struct sfs_view *v = x->q.r.view;
+	struct sfs_locks *L = v->svc->locks;
+	int rc;
+
+	fuse_req_interrupt_func(x->q.r.req, interrupted, x);
+	rc = x->how < 0 ? sfs_locks_set(L, &x->k, &x->via, &x->fl, x->fl.l_pid, &x->w)
+	                : sfs_locks_flock(L, &x->k, &x->via, x->how, &x->w);
+	/* no interrupt reaches x once this returns: libfuse calls it under the request's lock */
+	fuse_req_interrupt_func(x->q.r.req, NULL, NULL);
+	req_reply_err(&x->q, rc);
+	atomic_fetch_sub(&v->lock_waits, 1);
+	pthread_mutex_destroy(&x->w.lock);
+	free(x);
+}
+
+static void *waiter_thread(void *arg)
+{
+	wait_and_answer(arg);
+	atomic_fetch_sub(&waiters, 1);
+	return NULL;
+}
+
+/* A thread of its own for the wait, with a small stack: it only waits and answers. */
+static int start_waiter(struct waiter *x)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	int rc;
+
+	if (atomic_fetch_add(&waiters, 1) >= WAITERS_MAX) {
+		atomic_fetch_sub(&waiters, 1);
+		return -ENOLCK;
+	}
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	rc = -pthread_create(&t, &attr, waiter_thread, x);
+	pthread_attr_destroy(&attr);
+	if (rc)
+		atomic_fetch_sub(&waiters, 1);
+	return rc;
+}
+
+/* A request that found the lock held and may wait: on a thread of its own, or on this one
+ * (an io_uring entry). Answers it either way. */
+static void wait_for_lock(struct req *q, const struct sfs_lock_key *k,
+                          const struct sfs_lock_via *via, const struct flock *fl, int how)
+{
+	struct waiter *x = calloc(1, sizeof(*x));
+	int where = x ? sfs_fuse_io_wait_begin() : -ENOMEM;
+
+	if (where < 0) {
+		free(x);
+		req_reply_err(q, where);
+		return;
+	}
+	*x = (struct waiter){.q = *q, .k = *k, .via = *via, .how = how};
+	if (fl)
+		x->fl = *fl;
+	pthread_mutex_init(&x->w.lock, NULL);
+	atomic_fetch_add(&q->r.view->lock_waits, 1);
+	if (where == 0) {
+		wait_and_answer(x);
+		sfs_fuse_io_wait_end();
+		return;
+	}
+	if ((where = start_waiter(x)) < 0) {
+		atomic_fetch_sub(&q->r.view->lock_waits, 1);
+		pthread_mutex_destroy(&x->w.lock);
+		free(x);
+		req_reply_err(q, where);
+	}
+}
+
+void op_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct flock *lock,
+              int sleep)
+{
+	struct sfs_lock_key k;
+	struct sfs_lock_via via;
+	struct req q;
+	int rc;
+
+	(void)ino;
+	req_start(&q, req);
+	rc = lock_of(req, fi, false, &k, &via);
+	if (!rc)
+		rc = sfs_locks_set(q.r.view->svc->locks, &k, &via, lock, lock->l_pid, NULL);
+	if (rc == -EAGAIN && sleep) {
+		wait_for_lock(&q, &k, &via, lock, -1);
+		return;
+	}
+	req_reply_err(&q, rc);
+}
+
+void op_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op)
+{
+	int how = op & (LOCK_SH | LOCK_EX | LOCK_UN);
+	struct sfs_lock_key k;
+	struct sfs_lock_via via;
+	struct req q;
+	int rc;
+
+	(void)ino;
+	req_start(&q, req);
+	rc = lock_of(req, fi, true, &k, &via);
+	if (!rc)
+		rc = sfs_locks_flock(q.r.view->svc->locks, &k, &via, how, NULL);
+	if (rc == -EAGAIN && !(op & LOCK_NB)) {
+		wait_for_lock(&q, &k, &via, NULL, how);
+		return;
+	}
+	req_reply_err(&q, rc);
+}
+
+/* close(2): the closing process's POSIX locks on the file go, as natively. Writes reach the
+ * backing before they are answered, so there is nothing else to flush. */
+void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct sfs_lock_key k;
+	struct sfs_lock_via via;
+	struct req q;
+
+	(void)ino;
+	req_start(&q, req);
+	if (!lock_of(req, fi, false, &k, &via))
+		sfs_locks_flush(q.r.view->svc->locks, k.view, k.ino, k.owner);
+	req_reply_err(&q, 0);
+}
+
+void sfs_view_release_locks(struct sfs_view *v, const struct sfs_file *f, uint32_t fh)
+{
+	struct stat st;
+
+	if (f == &sfs_no_file || (!f->node && fstat(f->fd, &st) < 0))
+		return;
+	sfs_locks_release(v->svc->locks, v->slot, f->node ? f->node->ino : st.st_ino, fh);
+}
+
+void sfs_view_end_locks(struct sfs_view *v)
+{
+	struct timespec tick = {0, 1000000};
+
+	sfs_locks_view_ended(v->svc->locks, v->slot);
+	while (atomic_load(&v->lock_waits))
+		nanosleep(&tick, NULL);
+}
