@@ -57,16 +57,11 @@ test_locks_between_views_as_between_mounts() {
 		# acl beside noacl; a casefold view that names the file otherwise beside a quota view
 		same_as_native "$c" "$REF/f" "$REF2/f" "$A/f" "$B/f" "$C/F" "$Q/f"
 	done
-}
-
-test_locks_through_a_ro_view() {
-	native_pair
-	lock_views
-	echo x >"$REF/f"
-	echo x >"$A/f"
+	# a ro view takes read and flock locks, as a read-only mount; its read lock keeps a writer
+	# of another view out
 	same_as_native ro "$REF/f" "$REFRO/f" "$A/f" "$R/f"
-	# and the other way: a read lock through the ro view keeps a writer out of another view
 	same_as_native ro_holder "$REFRO/f" "$REF/f" "$R/f" "$B/f"
+	locks_leave_no_descriptor
 }
 
 test_locks_many_waiters() {
@@ -113,8 +108,7 @@ test_locks_sqlite_writers_in_many_views() {
 # without locks leave (its cache of O_PATH descriptors keeps some either way), and no owner.
 no_lock_owners() { [[ $(daemon_field "$1" .lock_owners) == 0 ]]; }
 
-test_locks_descriptors_bounded() {
-	lock_views
+locks_leave_no_descriptor() {
 	local pid plain locked
 	mkdir -p "$A/many"
 	pid=$(view_pid "$A")
