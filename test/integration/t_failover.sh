@@ -822,6 +822,54 @@ test_failover_resent_changes_answer_as_first() {
 # A successor finds an open file's node again through the file's descriptor record; that
 # descriptor is on the view's clone of the backing, and a node given it made every link or
 # rename of the file EXDEV (stress-ng's link stressor saw it once in 100 kills).
+no_lock_owners() { [[ $(daemon_field "$1" .lock_owners) == 0 ]]; } # PID
+
+# Locks survive failover (contract §4.6): a POSIX lock and a flock held through view A across
+# 100 SIGKILLs of the daemon keep view B's processes out after every one, their holder lets
+# them go afterwards, and the daemon keeps no lock owner once the file is closed.
+test_failover_locks_held_across_kills() {
+	new_source fol
+	local A=$T_DIR/a B=$T_DIR/b pid key i lost=0 reply
+	key=$(source_key "$LOOP")
+	STRICTFS_CRASH_LIMIT=1000 view "" "$LOOP" "$A"
+	view noacl "$LOOP" "$B"
+	echo x >"$A/f"
+	coproc HOLDER { "$PY" -u -c 'import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_EX)
+fcntl.flock(fd, fcntl.LOCK_SH)
+print("held")
+sys.stdin.readline()
+fcntl.lockf(fd, fcntl.LOCK_UN)
+fcntl.flock(fd, fcntl.LOCK_UN)
+print("let go")
+sys.stdin.readline()
+os.close(fd)
+print("closed")' "$A/f"; }
+	read -r -t 10 reply <&"${HOLDER[0]}"
+	assert_eq held "$reply" "the holder has its locks through A"
+	pid=$(view_pid "$A")
+	for ((i = 0; i < 100; i++)); do
+		kill -KILL "$pid"
+		successor_of "$pid" "$key" || break
+		pid=$REPLY
+		if "$PY" "$SFS_TEST_DIR/locks_try.py" "$B/f" 2>/dev/null ||
+			"$PY" -c 'import fcntl, sys; fcntl.flock(open(sys.argv[1]), fcntl.LOCK_EX | fcntl.LOCK_NB)' "$B/f" 2>/dev/null; then
+			lost=$((lost + 1))
+		fi
+	done
+	assert_eq 100 "$i" "100 kills, each taken over"
+	assert_eq 0 "$lost" "kills after which B could take a lock the holder had"
+	echo >&"${HOLDER[1]}"
+	read -r -t 10 reply <&"${HOLDER[0]}"
+	assert_eq "let go" "$reply" "the holder lets its locks go through the last successor"
+	assert_ok "$PY" "$SFS_TEST_DIR/locks_try.py" "$B/f"
+	echo >&"${HOLDER[1]}"
+	read -r -t 10 reply <&"${HOLDER[0]}"
+	assert_eq closed "$reply" "the holder closed the file"
+	assert_ok wait_until 10 no_lock_owners "$pid"
+}
+
 test_failover_open_files_link_and_rename_after_kill() {
 	mkimg exdev
 	IMG=$REPLY
