@@ -35,20 +35,36 @@ static int reopen_privileged(int fd, int flags)
 	return nfd;
 }
 
+/* The backing inode of open file f, which keys its locks: 0 or -errno. */
+static int file_ino(const struct sfs_file *f, uint64_t *ino)
+{
+	struct stat st;
+
+	if (f == &sfs_no_file)
+		return -EBADF;
+	if (f->node) {
+		*ino = f->node->ino;
+		return 0;
+	}
+	if (fstat(f->fd, &st) < 0)
+		return -errno;
+	*ino = st.st_ino;
+	return 0;
+}
+
 /* The owner and open file of a lock request; -EBADF for an fh the daemon does not know. */
 static int lock_of(fuse_req_t req, const struct fuse_file_info *fi, bool flock,
                    struct sfs_lock_key *k, struct sfs_lock_via *via)
 {
 	struct sfs_view *v = fuse_req_userdata(req);
 	struct sfs_file *f = file_of(req, fi);
-	struct stat st;
+	uint64_t ino;
+	int rc = file_ino(f, &ino);
 
-	if (f == &sfs_no_file)
-		return -EBADF;
-	if (!f->node && fstat(f->fd, &st) < 0)
-		return -errno;
-	*k = (struct sfs_lock_key){.view = v->slot, .ino = f->node ? f->node->ino : st.st_ino,
-	                           .owner = fi->lock_owner, .flock = flock};
+	if (rc)
+		return rc;
+	*k = (struct sfs_lock_key){.view = v->slot, .ino = ino, .owner = fi->lock_owner,
+	                           .flock = flock};
 	*via = (struct sfs_lock_via){.fd = f->fd, .fh = (uint32_t)fi->fh,
 	                             .reopen = reopen_privileged};
 	return 0;
@@ -224,11 +240,10 @@ void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 void sfs_view_release_locks(struct sfs_view *v, const struct sfs_file *f, uint32_t fh)
 {
-	struct stat st;
+	uint64_t ino;
 
-	if (f == &sfs_no_file || (!f->node && fstat(f->fd, &st) < 0))
-		return;
-	sfs_locks_release(v->svc->locks, v->slot, f->node ? f->node->ino : st.st_ino, fh);
+	if (!file_ino(f, &ino))
+		sfs_locks_release(v->svc->locks, v->slot, ino, fh);
 }
 
 void sfs_view_end_locks(struct sfs_view *v)
