@@ -76,6 +76,12 @@ int sfs_locks_set(struct sfs_locks *L, const struct sfs_lock_key *k,
 int sfs_locks_flock(struct sfs_locks *L, const struct sfs_lock_key *k,
                     const struct sfs_lock_via *via, int how, struct sfs_lock_wait *w);
 
+/* Any call that may wait long for another party on behalf of a request of view (a lease's
+ * break, ops/lease.c): call(fd, arg) again until it returns anything but -EINTR, or the wait
+ * is interrupted (-EINTR) by sfs_lock_wait_interrupt or the end of the view. */
+int sfs_locks_wait_call(struct sfs_locks *L, uint32_t view, int (*call)(int fd, void *arg),
+                        int fd, void *arg, struct sfs_lock_wait *w);
+
 /* Ends a wait from another thread (FUSE_INTERRUPT). */
 void sfs_lock_wait_interrupt(struct sfs_lock_wait *w);
 

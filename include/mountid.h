@@ -22,6 +22,10 @@ int sfs_mount_id_of(int fd, uint64_t *id);
  * when path leads elsewhere, or -errno. */
 int sfs_mount_open_checked(const char *path, uint64_t want);
 
+/* The same with path resolved in the root that rootfd is a descriptor of (another mount
+ * namespace's, reached through /proc/PID/root), as if it were "/". */
+int sfs_mount_open_checked_in(int rootfd, const char *path, uint64_t want);
+
 /* Where the mount with unique id is now, in the caller's mount namespace and relative to its
  * root (statmount), and its type as the mount table shows it ("fuse.strictfs"); either buffer
  * may be NULL. Returns 0 or -errno (-ENOENT: no such mount here). */

@@ -43,6 +43,7 @@ struct sfs_view {
 	 * alive after its last process, and with it a view nobody can reach. */
 	dev_t ns_dev;
 	ino_t ns_ino;
+	atomic_ullong dev;              /* its superblock's device number, 0 until found */
 	pthread_t thread;
 	bool thread_started;
 	pthread_t poke;                 /* a successor's wake-up of its io_uring queues */
@@ -51,7 +52,7 @@ struct sfs_view {
 	bool failed;                    /* its daemon kept crashing: every request answers EIO */
 	atomic_ullong requests;
 	atomic_int open_files;
-	atomic_int lock_waits;          /* lock requests waiting (ops/lock.c) */
+	atomic_int waits;               /* requests waiting for another party (ops/wait.c) */
 	double entry_timeout;
 	double attr_timeout;
 	double negative_timeout;        /* 0 in casefold views: another spelling may appear */
@@ -115,6 +116,26 @@ void sfs_view_set_caching(struct sfs_view *v, bool sole_writer);
  * lazily if it is busy, or at once with lazy. A path that leads elsewhere is never
  * unmounted; what happened is logged. */
 void sfs_view_unmount(const struct sfs_view *v, bool lazy);
+
+/* Where a view's mount is, for a thread that does not hold the view: its mount namespace by
+ * identity, its path there, its unique id. */
+struct sfs_view_place {
+	dev_t ns_dev;
+	ino_t ns_ino;
+	uint64_t mnt_id;
+	char mountpoint[PATH_MAX];
+};
+
+void sfs_view_place_of(const struct sfs_view *v, struct sfs_view_place *p);
+
+/* An O_PATH descriptor of the root of the mount at p, reached through a process that lives
+ * in its namespace (/proc/PID/root) and checked by the mount's id: -ESTALE when the path
+ * leads elsewhere now, -ENOENT when nobody lives in the namespace any more. */
+int sfs_view_place_open(const struct sfs_view_place *p);
+
+/* The device number of the view's own superblock, which /proc/locks names its inodes by;
+ * found once. 0 if it cannot be found. */
+dev_t sfs_view_dev(struct sfs_view *v);
 
 /* Waits for the session threads to finish and frees the session. */
 void sfs_view_finish(struct sfs_view *v);

@@ -272,11 +272,10 @@ static void put(struct sfs_locks *L, struct carrier *c)
 	pthread_mutex_unlock(&L->lock);
 }
 
-/* One call that may wait on the carrier: call(fd) until it succeeds or fails for good, or
- * the wait is interrupted. The thread takes the wake signal only while it waits, and the
- * wait is on the table's list meanwhile, for the end of its view. */
-static int wait_call(struct sfs_locks *L, uint32_t view, int (*call)(int fd, void *arg), int fd,
-                     void *arg, struct sfs_lock_wait *w)
+/* The thread takes the wake signal only while it waits, and the wait is on the table's list
+ * meanwhile, for the end of its view. */
+int sfs_locks_wait_call(struct sfs_locks *L, uint32_t view, int (*call)(int fd, void *arg),
+                        int fd, void *arg, struct sfs_lock_wait *w)
 {
 	sigset_t wake, old;
 	int rc;
@@ -364,7 +363,7 @@ int sfs_locks_set(struct sfs_locks *L, const struct sfs_lock_key *k,
 	if (!c)
 		return rc; /* an unlock by an owner that holds nothing: done */
 	if (w && !unlock)
-		rc = wait_call(L, k->view, setlk_wait, c->fd, &f, w);
+		rc = sfs_locks_wait_call(L, k->view, setlk_wait, c->fd, &f, w);
 	else
 		rc = fcntl(c->fd, F_OFD_SETLK, &f) < 0 ? held_elsewhere(errno) : 0;
 	if (!rc && !unlock && c->pid != pid) {
@@ -389,7 +388,7 @@ int sfs_locks_flock(struct sfs_locks *L, const struct sfs_lock_key *k,
 	if (!c)
 		return rc;
 	if (w && !unlock)
-		rc = wait_call(L, k->view, flock_wait, c->fd, &how, w);
+		rc = sfs_locks_wait_call(L, k->view, flock_wait, c->fd, &how, w);
 	else
 		rc = flock(c->fd, how | LOCK_NB) < 0 ? held_elsewhere(errno) : 0;
 	put(L, c);

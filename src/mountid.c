@@ -64,6 +64,16 @@ static int open_no_symlinks(int dirfd, const char *path, int flags)
 	return fd < 0 ? -errno : fd;
 }
 
+/* The same, path taken relative to rootfd as if it were "/" (another namespace's root). */
+static int open_in_root(int rootfd, const char *path, int flags)
+{
+	struct open_how how = {.flags = (uint64_t)(flags | O_PATH | O_CLOEXEC),
+	                       .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_IN_ROOT};
+	int fd = (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
+
+	return fd < 0 ? -errno : fd;
+}
+
 int sfs_mount_id_of(int fd, uint64_t *id)
 {
 	struct statx sx;
@@ -94,7 +104,13 @@ int sfs_mount_id_at(const char *path, uint64_t *id)
 
 int sfs_mount_open_checked(const char *path, uint64_t want)
 {
-	int fd = open_no_symlinks(AT_FDCWD, path, O_DIRECTORY), rc;
+	return sfs_mount_open_checked_in(AT_FDCWD, path, want);
+}
+
+int sfs_mount_open_checked_in(int rootfd, const char *path, uint64_t want)
+{
+	int fd = rootfd == AT_FDCWD ? open_no_symlinks(AT_FDCWD, path, O_DIRECTORY)
+	                            : open_in_root(rootfd, path, O_DIRECTORY), rc;
 	uint64_t id;
 
 	if (fd < 0)

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -220,10 +221,10 @@ int sfs_view_start(struct sfs_view *v, int fuse_fd, const struct sfs_ho_view *fr
 	return 0;
 }
 
-/* A process living in the view's mount namespace, found by the namespace's identity; its
- * namespace file, opened. -1 when no process lives there any more (the namespace, and the
- * view with it, are then gone). */
-static int open_namespace_of(const struct sfs_view *v)
+/* A process living in the mount namespace (ns_dev, ns_ino), found by the namespace's
+ * identity: what opens its file "ns/mnt" or "root" gives (flags), or -1 when no process
+ * lives there any more (the namespace, and the views in it, are then gone). */
+static int open_in_namespace(dev_t ns_dev, ino_t ns_ino, const char *what, int flags)
 {
 	DIR *proc = opendir("/proc");
 	struct dirent *de;
@@ -235,12 +236,56 @@ static int open_namespace_of(const struct sfs_view *v)
 		if (de->d_name[0] < '0' || de->d_name[0] > '9')
 			continue;
 		snprintf(path, sizeof(path), "/proc/%s/ns/mnt", de->d_name);
-		if (stat(path, &st) == 0 && st.st_ino == v->ns_ino && st.st_dev == v->ns_dev)
-			fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (stat(path, &st) < 0 || st.st_ino != ns_ino || st.st_dev != ns_dev)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/%s", de->d_name, what);
+		fd = open(path, flags | O_CLOEXEC);
 	}
 	if (proc)
 		closedir(proc);
 	return fd;
+}
+
+static int open_namespace_of(const struct sfs_view *v)
+{
+	return open_in_namespace(v->ns_dev, v->ns_ino, "ns/mnt", O_RDONLY);
+}
+
+void sfs_view_place_of(const struct sfs_view *v, struct sfs_view_place *p)
+{
+	*p = (struct sfs_view_place){.ns_dev = v->ns_dev, .ns_ino = v->ns_ino, .mnt_id = v->mnt_id};
+	sfs_strlcpy(p->mountpoint, v->mountpoint, sizeof(p->mountpoint));
+}
+
+int sfs_view_place_open(const struct sfs_view_place *p)
+{
+	int root = open_in_namespace(p->ns_dev, p->ns_ino, "root", O_PATH | O_DIRECTORY), fd;
+
+	if (root < 0)
+		return -ENOENT;
+	fd = sfs_mount_open_checked_in(root, p->mountpoint, p->mnt_id);
+	close(root);
+	return fd;
+}
+
+dev_t sfs_view_dev(struct sfs_view *v)
+{
+	struct sfs_view_place p;
+	struct statx sx;
+	dev_t dev = (dev_t)atomic_load(&v->dev);
+	int fd;
+
+	if (dev)
+		return dev;
+	sfs_view_place_of(v, &p);
+	if ((fd = sfs_view_place_open(&p)) < 0)
+		return 0;
+	/* DONT_SYNC: the device number is the superblock's, no request needed */
+	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC, 0, &sx) == 0)
+		dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+	close(fd);
+	atomic_store(&v->dev, (unsigned long long)dev);
+	return dev;
 }
 
 /* What the child that unmounts a view found, as its exit status. */

@@ -167,8 +167,8 @@ static int set_attributes(struct req *q, struct held *h, struct stat *attr, int 
 	return 0;
 }
 
-void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
-                struct fuse_file_info *fi)
+static void setattr_now(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
+                        struct fuse_file_info *fi)
 {
 	struct held *h = NULL;
 	bool notice = false;
@@ -191,6 +191,18 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
 			sfs_coh_attr(q.r.view, h->node);
 	}
 	req_reply_attr(&q, rc, &st, notice ? 0 : attr_timeout_of(q.r.view, h ? h->node : NULL));
+}
+
+/* truncate(2) by name breaks the leases an open for writing would (natively vfs_truncate);
+ * ftruncate comes with its open file, whose open broke them. */
+void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
+                struct fuse_file_info *fi)
+{
+	if (!(valid & FUSE_SET_ATTR_SIZE) || fi ||
+	    !lease_break_first(req, ino, O_WRONLY, &(struct lease_then){.setattr = setattr_now,
+	                                                               .attr = *attr,
+	                                                               .valid = valid}))
+		setattr_now(req, ino, attr, valid, fi);
 }
 
 void op_statfs(fuse_req_t req, fuse_ino_t ino)

@@ -192,7 +192,7 @@ void sfs_view_close_files(struct sfs_view *v)
 		drop_file(v, sfs_list_first(&v->files, struct sfs_file, link));
 }
 
-void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void open_now(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	bool writes = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
 	struct held *h;
@@ -214,6 +214,18 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 out:
 	if (req_reply_open(&q, rc, fi) < 0 && !rc)
 		drop_file(q.r.view, file_in(q.r.view, fi));
+}
+
+void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	if (lease_breaker(req)) {
+		struct req q;
+		req_start(&q, req);
+		req_reply_err(&q, -ECANCELED);
+		return;
+	}
+	if (!lease_break_first(req, ino, fi->flags, &(struct lease_then){.open = open_now, .fi = *fi}))
+		open_now(req, ino, fi);
 }
 
 /* A name that appeared between the kernel's lookup and its create: the kernel has checked no

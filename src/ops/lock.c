@@ -16,10 +16,6 @@
 #include "services.h"
 #include "view.h"
 
-/* Waiting requests served on threads of their own, over all views: beyond, ENOLCK. */
-#define WAITERS_MAX 4096
-static atomic_int waiters;
-
 /* A carrier is a new description of the open file's backing file, opened with the daemon's
  * rights to read and write (the kernel checked the caller's when the file was opened). */
 static int reopen_privileged(int fd, int flags)
@@ -89,98 +85,49 @@ void op_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct 
 	req_reply_lock(&q, lock);
 }
 
-/* A lock request that may wait: what it asks, and how its wait can be interrupted. */
-struct waiter {
+/* A lock request that may wait (wait.c): what it asks. */
+struct lock_waiter {
+	struct req_wait base;
 	struct req q;
 	struct sfs_lock_key k;
 	struct sfs_lock_via via;
 	struct flock fl;
 	int how; /* flock: LOCK_SH or LOCK_EX; fcntl: -1 */
-	struct sfs_lock_wait w;
 };
-
-static void interrupted(fuse_req_t req, void *data)
-{
-	(void)req;
-	sfs_lock_wait_interrupt(&((struct waiter *)data)->w);
-}
 
 /* Waits for the lock and answers. The kernel's FUSE_INTERRUPT ends the wait with EINTR,
  * which it turns into the restart or EINTR the caller would get natively. */
-static void wait_and_answer(struct waiter *x)
+static void wait_and_answer(struct req_wait *b)
 {
-	struct sfs_view *v = x->q.r.view;
-	struct sfs_locks *L = v->svc->locks;
+	struct lock_waiter *x = (struct lock_waiter *)b;
+	struct sfs_locks *L = b->view->svc->locks;
 	int rc;
 
-	fuse_req_interrupt_func(x->q.r.req, interrupted, x);
-	rc = x->how < 0 ? sfs_locks_set(L, &x->k, &x->via, &x->fl, x->fl.l_pid, &x->w)
-	                : sfs_locks_flock(L, &x->k, &x->via, x->how, &x->w);
-	/* no interrupt reaches x once this returns: libfuse calls it under the request's lock */
-	fuse_req_interrupt_func(x->q.r.req, NULL, NULL);
+	req_wait_interruptible(b, true);
+	rc = x->how < 0 ? sfs_locks_set(L, &x->k, &x->via, &x->fl, x->fl.l_pid, &b->w)
+	                : sfs_locks_flock(L, &x->k, &x->via, x->how, &b->w);
+	req_wait_interruptible(b, false);
 	req_reply_err(&x->q, rc);
-	atomic_fetch_sub(&v->lock_waits, 1);
-	pthread_mutex_destroy(&x->w.lock);
-	free(x);
 }
 
-static void *waiter_thread(void *arg)
-{
-	wait_and_answer(arg);
-	atomic_fetch_sub(&waiters, 1);
-	return NULL;
-}
-
-/* A thread of its own for the wait, with a small stack: it only waits and answers. */
-static int start_waiter(struct waiter *x)
-{
-	pthread_attr_t attr;
-	pthread_t t;
-	int rc;
-
-	if (atomic_fetch_add(&waiters, 1) >= WAITERS_MAX) {
-		atomic_fetch_sub(&waiters, 1);
-		return -ENOLCK;
-	}
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, 256 * 1024);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	rc = -pthread_create(&t, &attr, waiter_thread, x);
-	pthread_attr_destroy(&attr);
-	if (rc)
-		atomic_fetch_sub(&waiters, 1);
-	return rc;
-}
-
-/* A request that found the lock held and may wait: on a thread of its own, or on this one
- * (an io_uring entry). Answers it either way. */
+/* A request that found the lock held and may wait. Answers it either way. */
 static void wait_for_lock(struct req *q, const struct sfs_lock_key *k,
                           const struct sfs_lock_via *via, const struct flock *fl, int how)
 {
-	struct waiter *x = calloc(1, sizeof(*x));
-	int where = x ? sfs_fuse_io_wait_begin() : -ENOMEM;
+	struct lock_waiter *x = calloc(1, sizeof(*x));
+	int rc = -ENOMEM;
 
-	if (where < 0) {
+	if (x) {
+		*x = (struct lock_waiter){.base = {.req = q->r.req, .view = q->r.view,
+		                                   .run = wait_and_answer},
+		                          .q = *q, .k = *k, .via = *via, .how = how};
+		if (fl)
+			x->fl = *fl;
+		if (!(rc = req_wait_start(&x->base)))
+			return;
 		free(x);
-		req_reply_err(q, where);
-		return;
 	}
-	*x = (struct waiter){.q = *q, .k = *k, .via = *via, .how = how};
-	if (fl)
-		x->fl = *fl;
-	pthread_mutex_init(&x->w.lock, NULL);
-	atomic_fetch_add(&q->r.view->lock_waits, 1);
-	if (where == 0) {
-		wait_and_answer(x);
-		sfs_fuse_io_wait_end();
-		return;
-	}
-	if ((where = start_waiter(x)) < 0) {
-		atomic_fetch_sub(&q->r.view->lock_waits, 1);
-		pthread_mutex_destroy(&x->w.lock);
-		free(x);
-		req_reply_err(q, where);
-	}
+	req_reply_err(q, rc);
 }
 
 void op_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct flock *lock,
@@ -251,6 +198,6 @@ void sfs_view_end_locks(struct sfs_view *v)
 	struct timespec tick = {0, 1000000};
 
 	sfs_locks_view_ended(v->svc->locks, v->slot);
-	while (atomic_load(&v->lock_waits))
+	while (atomic_load(&v->waits))
 		nanosleep(&tick, NULL);
 }

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "creds.h"
+#include "locks.h"
 #include "handover.h"
 #include "services.h"
 #include "policy.h"
@@ -125,6 +126,38 @@ int stat_fd(int fd, struct stat *st);
 /* One path component, never "." or "..". */
 bool valid_name(const char *name);
 
+/* ---- wait.c: requests whose answer waits for another party ------------------------------ */
+/* A lock's holder, a lease's: the wait holds no worker. Over /dev/fuse it runs on a thread of
+ * its own (at most 4096 over the daemon), over io_uring on the entry's own thread, which
+ * must answer through the entry (fuse_io.h). Embedded first in what the caller allocates. */
+struct req_wait {
+	fuse_req_t req;
+	struct sfs_view *view;
+	struct sfs_lock_wait w;              /* what FUSE_INTERRUPT and the view's end end */
+	void (*run)(struct req_wait *x);     /* waits through w and answers req exactly once */
+};
+/* Runs x->run on this thread or a thread of its own, and frees x after. Returns 0, or -errno
+ * when it was not started (-ENOLCK: too many wait), and the caller answers and frees x. */
+int req_wait_start(struct req_wait *x);
+/* While run waits, FUSE_INTERRUPT ends the wait (EINTR); off again before run answers. */
+void req_wait_interruptible(struct req_wait *x, bool on);
+/* ---- lease.c: leases held through other views ------------------------------------------ */
+/* The rest of a request that an open's lease breaks hold up: an open, or a truncate by name. */
+struct lease_then {
+	void (*open)(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+	void (*setattr)(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
+	                struct fuse_file_info *fi);
+	struct fuse_file_info fi;
+	struct stat attr;
+	int valid;
+};
+/* An open of ino with flags (a truncate: O_WRONLY) through the request's view, when another
+ * view's kernel holds a lease on the file that it conflicts with: takes the request, breaks
+ * those leases, the request waiting as the opener would natively, then runs then. False,
+ * doing nothing, when there is no such lease. */
+bool lease_break_first(fuse_req_t req, fuse_ino_t ino, int flags, const struct lease_then *then);
+/* Whether the request is the daemon's own open that breaks a lease (answered at once). */
+bool lease_breaker(fuse_req_t req);
 /* ---- open.c: backing objects opened for a view ------------------------------------------ */
 
 /* The atime an open file or directory last showed, in ns, or NO_ATIME where the view's reads

@@ -10,6 +10,7 @@
 LOCKS_PY=$SFS_TEST_DIR/locks.py
 LOCKS_PY_TRY=$SFS_TEST_DIR/locks_try.py # PATH: a write lock on PATH, now or fail
 LOCKS_CYCLES=$SFS_TEST_DIR/locks_cycles.py # ROUNDS DIR_A DIR_B: lock cycles over 1,000 files
+LEASES_PY=$SFS_TEST_DIR/leases.py
 
 # native_pair: REF (a native ext4 mount) and REF2, a bind mount of it; REFRO, a read-only one.
 native_pair() {
@@ -35,13 +36,13 @@ lock_views() {
 }
 
 # same_as_native CASE NATIVE_A NATIVE_B [VIEW_A VIEW_B]...: locks.py CASE answers through each
-# pair of views as through the two native mounts.
+# pair of views as through the two native mounts (CHECKER: another script of that form).
 same_as_native() {
-	local c=$1 native got
-	native=$("$PY" "$LOCKS_PY" "$c" "$2" "$3" 2>&1)
+	local checker=${CHECKER:-$LOCKS_PY} c=$1 native got
+	native=$("$PY" "$checker" "$c" "$2" "$3" 2>&1)
 	shift 3
 	while (($# >= 2)); do
-		got=$("$PY" "$LOCKS_PY" "$c" "$1" "$2" 2>&1)
+		got=$("$PY" "$checker" "$c" "$1" "$2" 2>&1)
 		assert_eq "$native" "$got" "$c: ${1#"$T_DIR"/} then ${2#"$T_DIR"/} as between native mounts"
 		shift 2
 	done
@@ -62,6 +63,27 @@ test_locks_between_views_as_between_mounts() {
 	same_as_native ro "$REF/f" "$REFRO/f" "$A/f" "$R/f"
 	same_as_native ro_holder "$REFRO/f" "$REF/f" "$R/f" "$B/f"
 	locks_leave_no_descriptor
+}
+
+# A lease taken through one view is broken by an open or truncate through any other, the
+# opener waiting for its holder as between two mounts (before, it went on at once and the
+# holder heard nothing); the daemon's breaks leave no descriptor and no mount behind.
+test_leases_between_views_as_between_mounts() {
+	native_pair
+	lock_views
+	echo x >"$REF/f"
+	echo x >"$A/f"
+	local pid fds mounts
+	pid=$(view_pid "$A")
+	fds=$(ls /proc/"$pid"/fd | wc -l)
+	mounts=$(wc -l </proc/self/mountinfo)
+	CHECKER=$LEASES_PY same_as_native all "$REF/f" "$REF2/f" "$A/f" "$B/f" "$C/F" "$Q/f"
+	# a ro view holds read leases (not write leases, which need a file open for writing) and
+	# its own opens break leases of the others
+	CHECKER=$LEASES_PY same_as_native ro "$REFRO/f" "$REF2/f" "$R/f" "$B/f"
+	CHECKER=$LEASES_PY same_as_native ro "$REF/f" "$REFRO/f" "$A/f" "$R/f"
+	assert_eq "$fds" "$(ls /proc/"$pid"/fd | wc -l)" "daemon descriptors after the lease breaks"
+	assert_eq "$mounts" "$(wc -l </proc/self/mountinfo)" "mounts after the lease breaks"
 }
 
 test_locks_many_waiters() {
