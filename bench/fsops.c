@@ -21,6 +21,8 @@
  *                                       case-insensitive targets)
  *   fsops rmbig   DIR N                 unlink the N files (not timed by bench/run's tables)
  *   fsops excl    DEV                   exit 0 if DEV can be opened O_EXCL (nobody holds it)
+ *   fsops locks   FILE COUNT            open FILE, then COUNT uncontended pairs of fcntl F_SETLK:
+ *                                       a write lock on its first byte, and its unlock
  *   fsops roundtrip FILE COUNT          COUNT getxattr(FILE, "user.fsops-none"): the kernel caches
  *                                       no xattr, so each is one request to the daemon and back,
  *                                       answered ENODATA (any other answer is a failure)
@@ -306,6 +308,28 @@ static int cmd_roundtrip(const char *file, long count)
 	return 0;
 }
 
+static int cmd_locks(const char *file, long count)
+{
+	struct flock lk = {.l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+	int fd = open(file, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	double t0;
+
+	if (fd < 0)
+		die("open", file);
+	t0 = now();
+	for (long i = 0; i < count; i++) {
+		lk.l_type = F_WRLCK;
+		if (fcntl(fd, F_SETLK, &lk) < 0)
+			die("fcntl F_WRLCK", file);
+		lk.l_type = F_UNLCK;
+		if (fcntl(fd, F_SETLK, &lk) < 0)
+			die("fcntl F_UNLCK", file);
+	}
+	printf("%.6f\n", now() - t0);
+	close(fd);
+	return 0;
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: fsops create|stat|lsl|unlink DIR NDIRS NFILES\n"
@@ -313,7 +337,7 @@ static void usage(void)
 			"       fsops mkbig|rmbig DIR N\n"
 			"       fsops statbig DIR N COUNT SEED exact|rcase\n"
 			"       fsops excl DEV\n"
-			"       fsops roundtrip FILE COUNT\n");
+			"       fsops locks|roundtrip FILE COUNT\n");
 	exit(2);
 }
 
@@ -338,6 +362,8 @@ int main(int argc, char **argv)
 		return cmd_mkbig(argv[2], num(argv[3]));
 	if (strcmp(cmd, "rmbig") == 0 && argc == 4)
 		return cmd_rmbig(argv[2], num(argv[3]));
+	if (strcmp(cmd, "locks") == 0 && argc == 4)
+		return cmd_locks(argv[2], num(argv[3]));
 	if (strcmp(cmd, "roundtrip") == 0 && argc == 4)
 		return cmd_roundtrip(argv[2], num(argv[3]));
 	if (strcmp(cmd, "statbig") == 0 && argc == 7)

@@ -22,6 +22,13 @@ void sfs_coh_attr(struct sfs_view *origin, struct sfs_node *n);
 void sfs_coh_data(struct sfs_view *origin, struct sfs_node *n, off_t off, off_t len);
 void sfs_coh_name(struct sfs_view *origin, struct sfs_node *parent, const char *name);
 
+/* The same for a name removed (unlink, rmdir, a rename's replaced target): gone is the object
+ * it named if its last link went with it, else NULL. The views that know that object are
+ * told it is deleted (FUSE_NOTIFY_DELETE), which their kernels report to inotify and
+ * fanotify watchers of it (IN_DELETE_SELF, then IN_IGNORED): the one change notice a FUSE
+ * server can cause (doc/kernel.md §4.14). */
+void sfs_coh_removed(struct sfs_view *origin, struct sfs_node *parent, const char *name,
+                     struct sfs_node *gone);
 /* The origin view's own entry name in parent, invalidated from the notifier thread without
  * waiting (a handler must not invalidate its own directory's entries). */
 void sfs_coh_own_entry(struct sfs_view *origin, struct sfs_node *parent, const char *name);

@@ -23,7 +23,8 @@
 /* Targets fit on the stack up to this many views; more are allocated. */
 #define STACK_TARGETS 64
 
-enum kind { INVAL_INODE, INVAL_ENTRY };
+/* DELETE_ENTRY: an entry whose object went with it (FUSE_NOTIFY_DELETE), its node in off */
+enum kind { INVAL_INODE, INVAL_ENTRY, DELETE_ENTRY };
 
 #define NONE UINT32_MAX
 
@@ -62,6 +63,9 @@ static void deliver(struct sfs_services *svc, const struct item *it)
 	if (w && w->se && !atomic_load(&w->ended)) {
 		if (it->kind == INVAL_ENTRY)
 			fuse_lowlevel_notify_inval_entry(w->se, it->ino, it->name, strlen(it->name));
+		else if (it->kind == DELETE_ENTRY)
+			fuse_lowlevel_notify_delete(w->se, it->ino, (fuse_ino_t)it->off, it->name,
+			                            strlen(it->name));
 		else
 			fuse_lowlevel_notify_inval_inode(w->se, it->ino, it->off, it->len);
 	}
@@ -283,6 +287,28 @@ void sfs_coh_name(struct sfs_view *origin, struct sfs_node *parent, const char *
 {
 	queue_to_targets(origin, parent, INVAL_ENTRY, 0, 0, name);
 	/* and the listing the other views' kernels may keep of the directory (cache_readdir) */
+	queue_inode(origin, parent, 0, 0);
+}
+
+void sfs_coh_removed(struct sfs_view *origin, struct sfs_node *parent, const char *name,
+                     struct sfs_node *gone)
+{
+	struct sfs_services *svc = origin->svc;
+	struct targets t;
+
+	if (!gone) {
+		sfs_coh_name(origin, parent, name);
+		return;
+	}
+	if (sfs_registry_count(&svc->views) < 2 || !svc->coh)
+		return;
+	if (find_targets(origin, parent, &t))
+		for (size_t i = 0; i < t.n; i++) {
+			bool knows = sfs_itab_id_held_by(&svc->itab, gone->id, t.slots[i]);
+			enqueue(svc->coh, t.slots[i], knows ? DELETE_ENTRY : INVAL_ENTRY, t.inos[i],
+			        knows ? (off_t)gone->id : 0, 0, name, true);
+		}
+	targets_free(&t);
 	queue_inode(origin, parent, 0, 0);
 }
 

@@ -414,6 +414,16 @@ static void victim_open(struct sfs_view *v, struct held *dir, const char *name, 
 	vi->was.rmask = sfs_quota_mask(&v->svc->quota, dir->node, dirfd);
 }
 
+/* After the change: the victim's node if its last link went with it (the other views are then
+ * told it is deleted, coherence.h), else NULL. Before victim_close. */
+static struct sfs_node *victim_gone(const struct victim *vi)
+{
+	struct stat st;
+
+	return vi->fd >= 0 && vi->node && fstat(vi->fd, &st) == 0 && st.st_nlink == 0 ? vi->node
+	                                                                               : NULL;
+}
+
 /* After the change (done or not): the ledger follows, the descriptor goes. */
 static void victim_close(struct sfs_view *v, struct victim *vi)
 {
@@ -438,6 +448,7 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, in
 {
 	struct victim vi = {.fd = -1};
 	char buf[NAME_MAX + 1];
+	struct sfs_node *gone;
 	const char *actual;
 	struct sfs_view *v;
 	struct held *p;
@@ -461,9 +472,10 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, in
 		}
 	}
 	dir_unlock(v, p->node);
+	gone = rc ? NULL : victim_gone(&vi);
 	victim_close(v, &vi);
 	if (!rc) {
-		sfs_coh_name(v, p->node, actual);
+		sfs_coh_removed(v, p->node, actual, gone);
 		sfs_coh_attr(v, p->node);
 		if (vi.node)
 			sfs_coh_attr(v, vi.node);
@@ -566,6 +578,7 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 {
 	struct victim moved = {.fd = -1}, victim = {.fd = -1};
 	char buf[NAME_MAX + 1], nbuf[NAME_MAX + 1];
+	struct sfs_node *gone;
 	struct held *p, *np;
 	const char *from, *to;
 	struct sfs_view *v;
@@ -596,12 +609,13 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
 			sfs_names_added(v, p->node, from);
 	}
 	dir_unlock2(v, p->node, np->node);
+	gone = rc || (flags & RENAME_EXCHANGE) ? NULL : victim_gone(&victim);
 	victim_close(v, &moved);
 	victim_close(v, &victim);
 	if (!rc) {
 		sfs_quota_sync(req_ledger(&q), np->node, NULL, np->fd); /* it may have grown */
 		sfs_coh_name(v, p->node, from);
-		sfs_coh_name(v, np->node, to);
+		sfs_coh_removed(v, np->node, to, gone);
 		drop_own_spelling(&q, p, name, from);
 		drop_own_spelling(&q, np, newname, to);
 		sfs_coh_attr(v, p->node);

@@ -276,7 +276,28 @@ def case_sqlite(dirs, rows, wal=False):
                                               ", errors: " + "; ".join(failed) if failed else "")
 
 
+def case_dpkg(a, b):
+    """dpkg's own lock: a package manager holds the frontend lock of an admin directory through
+    A (fcntl, as apt and dpkg take it), and dpkg is run on it through B. The holder's pid in
+    dpkg's message is named as such."""
+    adm_a, adm_b = (os.path.join(os.path.dirname(p), "dpkg-admin") for p in (a, b))
+    for d in ("updates", "info"):
+        os.makedirs(os.path.join(adm_a, d), exist_ok=True)
+    open(os.path.join(adm_a, "status"), "a").close()
+    fd = os.open(os.path.join(adm_a, "lock-frontend"), os.O_RDWR | os.O_CREAT, 0o640)
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    r = subprocess.run(["dpkg", "--admindir=" + adm_b, "--configure", "-a"],
+                       capture_output=True, text=True, timeout=60)
+    os.close(fd)
+    first = (r.stderr.strip().splitlines() or ["(nothing)"])[0]
+    first = first.replace("pid %d" % os.getpid(), "the holder's pid")
+    after = subprocess.run(["dpkg", "--admindir=" + adm_b, "--configure", "-a"],
+                           capture_output=True, text=True, timeout=60)
+    return "held: exit %d, %s; released: exit %d" % (r.returncode, first, after.returncode)
+
+
 CASES = {
+    "dpkg": case_dpkg,
     "posix": case_posix, "split": case_split, "ofd": case_ofd, "flock": case_flock,
     "getlk": case_getlk, "setlkw": case_setlkw, "flock_wait": case_flock_wait,
     "interrupt": case_interrupt, "many_waiters": case_many_waiters,

@@ -6,7 +6,7 @@ compares between two mounts of native ext4 and two views.
   notices.py WATCH_DIR ACT_DIR [CARRIED...]
 
 WATCH_DIR and ACT_DIR are one directory seen two ways. Watches are set on WATCH_DIR (events
-of its entries) and on three of its entries (f, victim, sub); then each change is made through
+of its entries) and on some of its entries (f, victim, linked, over, sub); then each change is made through
 ACT_DIR and the events that reach the watches within a moment are printed. With CARRIED
 event names, only those are printed: what the kernel lets a FUSE server cause (doc/kernel.md
 §4.14), so the native line can be compared with a view's.
@@ -65,13 +65,14 @@ def carried_only(evs, carried):
 def main():
     watch_dir, act = sys.argv[1:3]
     carried = set(sys.argv[3:]) or None
-    for name in ("f", "victim"):
+    for name in ("f", "victim", "linked", "over", "g2"):
         with open(os.path.join(act, name), "w") as f:
             f.write("x\n")
+    os.link(os.path.join(act, "linked"), os.path.join(act, "linked2"))
     os.mkdir(os.path.join(act, "sub"))
     fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
     labels = {watch(fd, watch_dir): "dir"}
-    for name in ("f", "victim", "sub"):
+    for name in ("f", "victim", "linked", "over", "sub"):
         labels[watch(fd, os.path.join(watch_dir, name))] = name
     a = lambda name: os.path.join(act, name)
     changes = [
@@ -84,6 +85,8 @@ def main():
         ("rename g h", lambda: os.rename(a("g"), a("h"))),
         ("mkdir e", lambda: os.mkdir(a("e"))),
         ("unlink victim", lambda: os.unlink(a("victim"))),
+        ("unlink linked (one of two links)", lambda: os.unlink(a("linked"))),
+        ("rename g2 over", lambda: os.rename(a("g2"), a("over"))),
         ("rmdir sub", lambda: os.rmdir(a("sub"))),
     ]
     events(fd, labels)

@@ -1,6 +1,7 @@
 #!/bin/bash
 # acl / noacl semantics (contract §5.1) and the trusted.* rule (§5.2): A is a noacl view, B an acl
 # view of the same device. Where ext4 can show the expected result, compare with a native mount.
+# transport-independent: which access an ACL grants is decided by the kernel's checks and the view profile, the same code whichever way requests come; t_security and t_creds carry the request path in both passes
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 acl_setup() {

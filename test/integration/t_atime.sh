@@ -3,6 +3,7 @@
 # strictatime, noatime, nodiratime) moves atime exactly where the native mount does, also for
 # reads the view's own cache would answer, and every other view sees the new atime at once;
 # nothing done through a ro view reaches the disk (xfstests generic/003).
+# transport-independent: each view's atime rule lives in its clone of the backing and its profile; the data path is the kernel's passthrough in both transports, carried by t_data and t_passthrough in both passes
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 steps_on() { # ROOT OTHER: the report of atime_steps.py

@@ -2,6 +2,7 @@
 # Casefold views (contract §5.3): Unicode case-insensitive, case-preserving names through every
 # call that takes a name, collisions, strict mode, FS_CASEFOLD_FL, and no stale spelling in
 # any view's cache. Each test has a casefold view C and a nocasefold view N of one image.
+# transport-independent: names are folded by the daemon's name layer above the transport; t_coherence carries the notifications in both passes
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 cf_setup() { # [CASEFOLD-OPTION]

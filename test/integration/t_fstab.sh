@@ -3,6 +3,7 @@
 # mount -a, in file order, findmnt showing the source as named, umount -a -t fuse.strictfs, and
 # the mount units systemd's fstab generator makes of such lines. mount(8) runs in a private
 # mount namespace where /sbin holds the mount.strictfs under test (with_mount_helper).
+# transport-independent: how mount(8), fstab and systemd make views, decided before any view serves a request
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 GENERATOR=/lib/systemd/system-generators/systemd-fstab-generator

@@ -2,6 +2,7 @@
 # mount.strictfs: mount(8) -t strictfs, fstab lines with mount -a, and the helper's own
 # conventions. mount(8) tests run in a private mount namespace where /sbin is overlaid with
 # mount.strictfs (with_mount_helper); views made there live only in that namespace.
+# transport-independent: mount.strictfs and mount(8)'s conventions, decided before any view serves a request
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 test_helper_seed_view_b_via_mount_t() { with_mount_helper _helper_seed_body; }

@@ -1,8 +1,9 @@
 #!/bin/bash
-# Locks between views (contract §4.6): POSIX, OFD and flock locks taken through one view exclude
-# those asked through any other, as through two mounts of one ext4; waits end when the holder
-# dies or a signal comes; close(2) ends them as natively; many waiters hold nothing up;
-# databases shared between views lose nothing. The reference is two mounts of a native ext4
+# Files shared between views (contract §4.6): POSIX, OFD and flock locks taken through one view
+# exclude those asked through any other, as through two mounts of one ext4; waits end when the
+# holder dies or a signal comes; close(2) ends them as natively; many waiters hold nothing up;
+# databases shared between views lose nothing; leases are broken by opens through any view;
+# change notices reach other views' watchers as far as the kernel lets them. The reference is two mounts of a native ext4
 # image (a mount and a bind mount of it), the same case run through both (locks.py).
 # not-on-io_uring: test_locks_many_waiters: an io_uring entry answers its own request, so each waiter holds one, and a queue has two: a second waiter on one CPU's queue is refused with ENOLCK (doc/kernel.md §4.12)
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -54,7 +55,7 @@ test_locks_between_views_as_between_mounts() {
 	echo x >"$REF/f"
 	echo x >"$A/f"
 	local c
-	for c in posix split ofd flock getlk setlkw flock_wait interrupt; do
+	for c in posix split ofd flock getlk setlkw flock_wait interrupt dpkg; do
 		# acl beside noacl; a casefold view that names the file otherwise beside a quota view
 		same_as_native "$c" "$REF/f" "$REF2/f" "$A/f" "$B/f" "$C/F" "$Q/f"
 	done
@@ -84,6 +85,26 @@ test_leases_between_views_as_between_mounts() {
 	CHECKER=$LEASES_PY same_as_native ro "$REF/f" "$REFRO/f" "$A/f" "$R/f"
 	assert_eq "$fds" "$(ls /proc/"$pid"/fd | wc -l)" "daemon descriptors after the lease breaks"
 	assert_eq "$mounts" "$(wc -l </proc/self/mountinfo)" "mounts after the lease breaks"
+}
+
+# Change notices: a watcher in one view sees, of the changes made through another, what the
+# kernel lets a FUSE server cause (IN_DELETE_SELF and IN_IGNORED of an object whose last link
+# went), exactly as a watcher on a bind mount sees them, and nothing it would not (before,
+# nothing at all). The rest of the native events are listed in contract §4.6.
+NOTICES_PY=$SFS_TEST_DIR/notices.py
+CARRIED=(DELETE_SELF IGNORED)
+
+test_notices_between_views_as_between_mounts() {
+	native_pair
+	lock_views
+	local native
+	mkdir "$REF/n" "$REF/n2"
+	native=$("$PY" "$NOTICES_PY" "$REF2/n" "$REF/n" "${CARRIED[@]}" 2>&1)
+	assert_contains "$native" "unlink victim: victim:DELETE_SELF victim:IGNORED" "the native events carried"
+	mkdir "$A/n" "$C/n2"
+	# all that reaches the view's watcher, unfiltered
+	assert_eq "$native" "$("$PY" "$NOTICES_PY" "$B/n" "$A/n" 2>&1)" "a watcher in noacl B, changes in acl A"
+	assert_eq "$native" "$("$PY" "$NOTICES_PY" "$C/n2" "$Q/n2" 2>&1)" "a watcher in casefold C, changes in quota Q"
 }
 
 test_locks_many_waiters() {

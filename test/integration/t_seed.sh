@@ -3,6 +3,7 @@
 # served by one daemon, each behaving as ext4 with its options would; then teardown releases the
 # device for a native mount and losetup -d. (The same with view B made by mount -t strictfs is
 # in t_helper.sh.)
+# transport-independent: the seed scenario's semantics are the profiles'; t_data, t_security and t_coherence carry the request path in both passes
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 seed_setup() {
