@@ -3,7 +3,7 @@
  * view opens the backing through a read-only clone of its mount, so nothing a read does
  * reaches the disk either: no atime), the
  * admin state /.strictfs at the backing root is invisible and cannot be created (contract §3.5).
- * subdir= is the view's root node, chosen when the view is added (daemon.c): the kernel
+ * subdir= is the view's root node, chosen when the view is added (daemon_views.c): the kernel
  * resolves ".." and symlinks itself and never asks the daemon to leave the root by a name.
  * A file handle can name anything on the backing, so what a handle reaches is checked here
  * (contract §4.2). */
