@@ -50,7 +50,7 @@ static void node_created(void *svc, struct sfs_node *n, const struct stat *st)
 	sfs_quota_node_init(&n->q, st);
 }
 
-void wake(void *d)
+void daemon_wake_cb(void *d)
 {
 	sfs_daemon_wake(d);
 }
@@ -62,7 +62,7 @@ static int start_quota(struct sfs_daemon *d, char *err, size_t errlen)
 		.source = d->source, .device = d->backing.device, .root_fd = d->backing.root_fd,
 		.handle_fd = d->handle_fd, .root_ino = d->svc.root_ino,
 		.read_only = d->backing.read_only, .itab = &d->svc.itab, .fdc = &d->svc.fdc,
-		.wake = wake, .wake_arg = d,
+		.wake = daemon_wake_cb, .wake_arg = d,
 	};
 
 	return sfs_quota_start(&d->svc.quota, &ctx, err, errlen);

@@ -16,7 +16,7 @@ struct sfs_msg;
 
 /* Services never see the daemon (doc/design.md): a view that ended and the quota ledger wake
  * the control loop through this hook. */
-void wake(void *d);
+void daemon_wake_cb(void *d);
 /* Notices a native mount of the backing device, and its end: the views' caches are trusted
  * only while the daemon is the backing's only writer. */
 void check_shared(struct sfs_daemon *d);

@@ -202,7 +202,7 @@ void prepare_view(struct sfs_daemon *d, struct sfs_view *v, uint32_t slot, const
                   const char *src)
 {
 	v->svc = &d->svc;
-	v->ended_cb = wake;
+	v->ended_cb = daemon_wake_cb;
 	v->ended_arg = d;
 	v->slot = slot;
 	sfs_strlcpy(v->mountpoint, mp, sizeof(v->mountpoint));
