@@ -47,7 +47,7 @@ struct sfs_daemon {
 	 * thread reads its request and sends its reply without it, so a stalled client holds up
 	 * no one; the loop's watchdog shuts a connection down past its deadline. */
 	pthread_mutex_t control_lock;
-	pthread_mutex_t conns_lock;      /* conns[], nconns; inside control_lock */
+	pthread_mutex_t conns_lock;      /* conns[], nconns (lock order: doc/design.md, "Locks") */
 	pthread_cond_t conns_idle;       /* nconns dropped */
 	struct sfs_conn conns[SFS_MAX_CONNS];
 	int nconns;

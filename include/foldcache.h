@@ -11,13 +11,13 @@
  * unpinned indexes are dropped when it is passed. An index larger than the budget is still
  * handed out, and dropped when its last user unpins it.
  *
- * Locks, outermost first (never take an outer lock while holding an inner one):
- *   1. the directory change locks (dirlock.h): held across a change of a directory's entries
- *      and the sfs_foldcache_note_* call that reports it; insert takes one too;
- *   2. an index's read/write lock (writer-preferring): readers under sfs_folddir_rdlock (take
- *      one at a time, and call no insert meanwhile), the writer in note_*;
- *   3. the cache mutex: the table, the LRU list, pins and the byte count; held briefly and never
- *      while waiting for anything else.
+ * Locks (lock order: doc/design.md, "Locks"):
+ *   - the directory change locks (dirlock.h): held across a change of a directory's entries
+ *     and the sfs_foldcache_note_* call that reports it; insert takes one too;
+ *   - an index's read/write lock (writer-preferring): readers under sfs_folddir_rdlock (take
+ *     one at a time, and call no insert meanwhile), the writer in note_*;
+ *   - the cache mutex: the table, the LRU list, pins and the byte count; held briefly and
+ *     never while waiting for anything else.
  *
  * Protocol for the request path:
  *   - Changing a directory's entries, through any view (the daemon is the only writer, so the

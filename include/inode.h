@@ -79,7 +79,7 @@ struct sfs_handover;
 struct sfs_itab {
 	struct sfs_itab_hooks hooks;
 	struct sfs_handover *ho;     /* where lookup counts are kept for a successor, or NULL */
-	pthread_mutex_t lock;        /* lock order: table lock, then fd cache lock */
+	pthread_mutex_t lock;        /* the table lock (lock order: doc/design.md, "Locks") */
 	struct sfs_node **buckets;
 	size_t nbuckets;
 	size_t count;

@@ -4,9 +4,9 @@
  * owner); after a change the request path re-reads the node and the ledger moves the
  * difference. Limits are enforced by the quota policy (policy/quota.c) of the views that ask.
  *
- * Lock order: the barrier (read side: one modifying request), then a node stripe, then the
- * ledger lock. The barrier's write side is taken by the scan and by `quota check`, so that
- * they see a tree nobody changes. */
+ * Locks (lock order: doc/design.md, "Locks"): the barrier, whose read side one modifying
+ * request holds and whose write side a view tree's scan and `quota check` take, so that they
+ * see a tree nobody changes; a node's stripe; the ledger lock. */
 #ifndef SFS_QUOTA_H
 #define SFS_QUOTA_H
 
