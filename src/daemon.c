@@ -282,6 +282,7 @@ static void control_loop(struct sfs_daemon *d)
 		                       {d->event_fd, POLLIN, 0}, {d->mountinfo_fd, POLLPRI, 0},
 		                       {d->keeper.pidfd, POLLIN, 0}};
 		int timeout = busy ? WATCHDOG_MS : sfs_registry_count(&d->svc.views) ? NAMESPACE_CHECK_MS : 200;
+		bool wait_source = false;
 		long long now;
 		uint64_t n;
 
@@ -310,8 +311,7 @@ static void control_loop(struct sfs_daemon *d)
 		sfs_quota_flush(&d->svc.quota);
 		if (atomic_load(&d->stopping)) {
 			unmount_all(d);
-			if (sfs_registry_count(&d->svc.views) == 0)
-				flock(d->lock_fd, LOCK_EX);
+			wait_source = sfs_registry_count(&d->svc.views) == 0;
 			done = true;
 		} else {
 			if (pf[0].revents & POLLIN)
@@ -321,6 +321,10 @@ static void control_loop(struct sfs_daemon *d)
 		}
 		d->closing = done;
 		pthread_mutex_unlock(&d->control_lock);
+		/* outside control_lock: a command holding the source lock waits for an answer that
+		 * is given under it, "shutting down" now (doc/design.md, "Locks") */
+		if (wait_source)
+			flock(d->lock_fd, LOCK_EX);
 	}
 	conns_drain(d);
 }

@@ -315,28 +315,29 @@ static int clone_follows(struct sfs_view *v, const struct sfs_profile *p, char *
 	return rc;
 }
 
-/* Puts profile p in force on v, whole, or changes nothing: the remount's work. */
+/* Puts profile p in force on v, whole, or changes nothing: the remount's work. pt.lock keeps
+ * a passthrough open from coming between the count of writers and the new profile; the quota
+ * barrier, which a request holds when it takes pt.lock, is never taken under it (doc/design.md,
+ * "Locks"), so the view's tree is tracked before and dropped after. */
 static int put_in_force(struct sfs_daemon *d, struct sfs_view *v, struct sfs_profile *p,
                         char *err, size_t errlen)
 {
 	bool tracked = v->qroot >= 0;
-	int rc;
+	int rc = track_view_tree(d, v, &p->opts, err, errlen);
 
+	if (rc)
+		return rc;
 	pthread_mutex_lock(&v->pt.lock);
-	if ((rc = passthrough_writers_hold(v, p, err, errlen)) ||
-	    (rc = track_view_tree(d, v, &p->opts, err, errlen)))
-		goto out;
-	if ((rc = clone_follows(v, p, err, errlen))) {
-		if (!tracked && v->qroot >= 0) {
-			sfs_quota_drop_root(&d->svc.quota, v->qroot);
-			v->qroot = -1;
-		}
-		goto out;
+	if (!(rc = passthrough_writers_hold(v, p, err, errlen)) &&
+	    !(rc = clone_follows(v, p, err, errlen))) {
+		p->retired = (struct sfs_profile *)v->prof;
+		atomic_store(&v->prof, p);
 	}
-	p->retired = (struct sfs_profile *)v->prof;
-	atomic_store(&v->prof, p);
-out:
 	pthread_mutex_unlock(&v->pt.lock);
+	if (rc && !tracked && v->qroot >= 0) {
+		sfs_quota_drop_root(&d->svc.quota, v->qroot);
+		v->qroot = -1;
+	}
 	return rc;
 }
 
