@@ -1,6 +1,7 @@
 /* A set of inode numbers: the scans that build the quota ledger count a multiply linked file
- * once, at its first name, and remember its number here. Open addressing with linear probing,
- * grown (and every number placed again) when half full. */
+ * once, at its first name, and remember its number here. The tree's hash table (htab.h) by
+ * sfs_hash_inode; the numbers are kept in blocks, so that adding one allocates nothing most
+ * of the time. A zeroed set is empty. */
 #ifndef SFS_INOSET_H
 #define SFS_INOSET_H
 
@@ -8,10 +9,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "htab.h"
+
+struct sfs_inoset_block;
+
 struct sfs_inoset {
-	uint64_t *slot;  /* 0: free (no inode has number 0; `zero` keeps it all the same) */
-	size_t n, cap;   /* numbers held, slots (a power of two, or 0 before the first add) */
-	bool zero;
+	struct sfs_htab tab;              /* the numbers but 0; made at the first add */
+	struct sfs_inoset_block *blocks;  /* where they are kept, the one filling first */
+	size_t n;                         /* numbers held, 0 included */
+	bool zero;                        /* 0 is held (no inode has number 0: kept all the same) */
 };
 
 /* Adds ino: 1 if it was not in the set, 0 if it was, -ENOMEM (the set unchanged). */

@@ -6,36 +6,52 @@
 
 #include "hash.h"
 
-/* Where ino is, or the free slot where it would go. Placing and finding must take the same
- * hash: a number placed by one and looked for with another is not found, and is then counted
- * again at each further name (cap > 0). */
-static size_t probe(const struct sfs_inoset *s, uint64_t ino)
-{
-	size_t mask = s->cap - 1, h = sfs_hash_inode(0, ino) & mask;
+/* The table's first size, and the numbers one block keeps: a scan that meets few hard links
+ * makes one of each. */
+#define FIRST 1024
 
-	while (s->slot[h] && s->slot[h] != ino)
-		h = (h + 1) & mask;
-	return h;
+struct member {
+	struct sfs_hlink link;
+	uint64_t ino;
+};
+
+struct sfs_inoset_block {
+	struct sfs_inoset_block *next;
+	size_t used;
+	struct member m[FIRST];
+};
+
+static bool holds(const struct sfs_inoset *s, uint64_t ino)
+{
+	uint64_t h = sfs_hash_inode(0, ino);
+	struct sfs_hlink *pos;
+
+	if (!sfs_htab_ready(&s->tab))
+		return false;
+	sfs_htab_for_each_match(pos, &s->tab, h)
+		if (sfs_htab_entry(pos, struct member, link)->ino == ino)
+			return true;
+	return false;
 }
 
-static int grow(struct sfs_inoset *s)
+/* Room for one more number: the next of the filling block, or the first of a new one. */
+static struct member *new_member(struct sfs_inoset *s)
 {
-	struct sfs_inoset bigger = {.cap = s->cap ? s->cap * 2 : 1024, .zero = s->zero};
+	struct sfs_inoset_block *b = s->blocks;
 
-	if (!(bigger.slot = calloc(bigger.cap, sizeof(*bigger.slot))))
-		return -ENOMEM;
-	for (size_t i = 0; i < s->cap; i++)
-		if (s->slot[i])
-			bigger.slot[probe(&bigger, s->slot[i])] = s->slot[i];
-	bigger.n = s->n;
-	free(s->slot);
-	*s = bigger;
-	return 0;
+	if (!b || b->used == FIRST) {
+		if (!(b = malloc(sizeof(*b))))
+			return NULL;
+		b->used = 0;
+		b->next = s->blocks;
+		s->blocks = b;
+	}
+	return &b->m[b->used++];
 }
 
 int sfs_inoset_add(struct sfs_inoset *s, uint64_t ino)
 {
-	size_t h;
+	struct member *m;
 	int rc;
 
 	if (!ino) {
@@ -44,25 +60,30 @@ int sfs_inoset_add(struct sfs_inoset *s, uint64_t ino)
 		s->n += rc;
 		return rc;
 	}
-	if ((s->n + 1) * 2 > s->cap && (rc = grow(s)))
-		return rc;
-	h = probe(s, ino);
-	if (s->slot[h])
+	if (holds(s, ino))
 		return 0;
-	s->slot[h] = ino;
+	if (!sfs_htab_ready(&s->tab) && (rc = sfs_htab_init(&s->tab, FIRST)))
+		return rc;
+	if (!(m = new_member(s)))
+		return -ENOMEM;
+	m->ino = ino;
+	sfs_htab_insert(&s->tab, &m->link, sfs_hash_inode(0, ino));
 	s->n++;
 	return 1;
 }
 
 bool sfs_inoset_has(const struct sfs_inoset *s, uint64_t ino)
 {
-	if (!ino)
-		return s->zero;
-	return s->cap && s->slot[probe(s, ino)] == ino;
+	return ino ? holds(s, ino) : s->zero;
 }
 
 void sfs_inoset_free(struct sfs_inoset *s)
 {
-	free(s->slot);
+	while (s->blocks) {
+		struct sfs_inoset_block *next = s->blocks->next;
+		free(s->blocks);
+		s->blocks = next;
+	}
+	sfs_htab_destroy(&s->tab);
 	*s = (struct sfs_inoset){0};
 }
