@@ -19,6 +19,7 @@
 #include "coherence.h"
 #include "foldcache.h"
 #include "hash.h"
+#include "htab.h"
 #include "view.h"
 
 /* Indexes of warm directories: about 120 bytes a name, so some 500,000 names. */
@@ -48,19 +49,16 @@ void sfs_names_destroy(struct sfs_services *svc)
 #define MAX_SPELLINGS (1u << 18)
 
 struct spelling {
-	struct spelling *next;
-	uint64_t hash;      /* of the folded name */
+	struct sfs_hlink link; /* in its directory's set, by the hash of the folded name */
 	uint16_t foldlen;
 	uint16_t namelen;
-	char data[];        /* folded name, then the spelling, NUL-terminated */
+	char data[];           /* folded name, then the spelling, NUL-terminated */
 };
 
+/* A directory's spellings: made at its first, freed with the node. */
 struct sfs_spellset {
-	struct spelling **buckets;
-	size_t nbuckets;
-	size_t count;
+	struct sfs_htab tab;
 };
-
 
 /* The folded form of name into buf; its length, or 0 when it cannot be folded. */
 static size_t fold_of(const char *name, char *buf, size_t len)
@@ -73,23 +71,33 @@ static size_t fold_of(const char *name, char *buf, size_t len)
 	return out;
 }
 
-static bool set_grow(struct sfs_spellset *set)
+/* dir's set of spellings, made if it has none; NULL without memory. Under the lock. */
+static struct sfs_spellset *set_of(struct sfs_node *dir)
 {
-	size_t n = set->nbuckets ? set->nbuckets * 2 : 16;
-	struct spelling **nb = calloc(n, sizeof(*nb));
+	struct sfs_spellset *set = dir->spellings;
 
-	if (!nb)
-		return false;
-	for (size_t i = 0; i < set->nbuckets; i++)
-		for (struct spelling *sp = set->buckets[i], *next; sp; sp = next) {
-			next = sp->next;
-			sp->next = nb[sp->hash & (n - 1)];
-			nb[sp->hash & (n - 1)] = sp;
-		}
-	free(set->buckets);
-	set->buckets = nb;
-	set->nbuckets = n;
-	return true;
+	if (set)
+		return set;
+	if (!(set = malloc(sizeof(*set))))
+		return NULL;
+	if (sfs_htab_init(&set->tab, 16)) {
+		free(set);
+		return NULL;
+	}
+	return dir->spellings = set;
+}
+
+/* Whether set holds name (folded hash h) already. */
+static bool tracked(struct sfs_spellset *set, uint64_t h, const char *name, size_t nlen)
+{
+	struct sfs_hlink *pos;
+
+	sfs_htab_for_each_match(pos, &set->tab, h) {
+		struct spelling *sp = sfs_htab_entry(pos, struct spelling, link);
+		if (sp->namelen == nlen && !memcmp(sp->data + sp->foldlen, name, nlen))
+			return true;
+	}
+	return false;
 }
 
 bool sfs_names_track_spelling(struct sfs_view *v, struct sfs_node *dir, const char *name)
@@ -97,6 +105,7 @@ bool sfs_names_track_spelling(struct sfs_view *v, struct sfs_node *dir, const ch
 	struct sfs_spellings *all = &v->svc->spellings;
 	char fold[SFS_FOLD_KEY_MAX];
 	size_t flen, nlen = strlen(name);
+	struct sfs_spellset *set;
 	struct spelling *sp;
 	uint64_t h;
 	bool ok = false;
@@ -106,28 +115,19 @@ bool sfs_names_track_spelling(struct sfs_view *v, struct sfs_node *dir, const ch
 		return false;
 	h = sfs_hash_bytes(&all->key, fold, flen);
 	pthread_mutex_lock(&all->lock);
-	if (!dir->spellings && !(dir->spellings = calloc(1, sizeof(*dir->spellings))))
+	if (!(set = set_of(dir)))
 		goto out;
-	struct sfs_spellset *set = dir->spellings;
-	if (set->nbuckets)
-		for (sp = set->buckets[h & (set->nbuckets - 1)]; sp; sp = sp->next)
-			if (sp->hash == h && sp->namelen == nlen &&
-			    !memcmp(sp->data + sp->foldlen, name, nlen)) {
-				ok = true; /* already tracked */
-				goto out;
-			}
-	if (all->total >= MAX_SPELLINGS || (set->count >= set->nbuckets && !set_grow(set)))
+	if (tracked(set, h, name, nlen)) {
+		ok = true;
 		goto out;
-	if (!(sp = malloc(sizeof(*sp) + flen + nlen + 1)))
+	}
+	if (all->total >= MAX_SPELLINGS || !(sp = malloc(sizeof(*sp) + flen + nlen + 1)))
 		goto out;
-	sp->hash = h;
 	sp->foldlen = flen;
 	sp->namelen = nlen;
 	memcpy(sp->data, fold, flen);
 	memcpy(sp->data + flen, name, nlen + 1);
-	sp->next = set->buckets[h & (set->nbuckets - 1)];
-	set->buckets[h & (set->nbuckets - 1)] = sp;
-	set->count++;
+	sfs_htab_insert(&set->tab, &sp->link, h);
 	all->total++;
 	ok = true;
 out:
@@ -135,12 +135,14 @@ out:
 	return ok;
 }
 
-/* Takes out of dir's records every spelling of name's class; returns them as a list. */
-static struct spelling *take_class(struct sfs_spellings *all, struct sfs_node *dir,
-                                   const char *name)
+/* Takes out of dir's records every spelling of name's class; returns them as a chain of
+ * their links (out of the table, a link is free to chain them). */
+static struct sfs_hlink *take_class(struct sfs_spellings *all, struct sfs_node *dir,
+                                    const char *name)
 {
 	char fold[SFS_FOLD_KEY_MAX];
-	struct spelling *taken = NULL, **pp;
+	struct sfs_hlink *taken = NULL, *pos, *tmp;
+	struct sfs_spellset *set;
 	size_t flen;
 	uint64_t h;
 
@@ -148,35 +150,29 @@ static struct spelling *take_class(struct sfs_spellings *all, struct sfs_node *d
 		return NULL;
 	h = sfs_hash_bytes(&all->key, fold, flen);
 	pthread_mutex_lock(&all->lock);
-	if (dir->spellings && dir->spellings->nbuckets) {
-		struct sfs_spellset *set = dir->spellings;
-		pp = &set->buckets[h & (set->nbuckets - 1)];
-		while (*pp) {
-			struct spelling *sp = *pp;
-			if (sp->hash == h && sp->foldlen == flen && !memcmp(sp->data, fold, flen)) {
-				*pp = sp->next;
-				sp->next = taken;
-				taken = sp;
-				set->count--;
-				all->total--;
-			} else {
-				pp = &sp->next;
-			}
+	if ((set = dir->spellings))
+		sfs_htab_for_each_match_safe(pos, tmp, &set->tab, h) {
+			struct spelling *sp = sfs_htab_entry(pos, struct spelling, link);
+			if (sp->foldlen != flen || memcmp(sp->data, fold, flen))
+				continue;
+			sfs_htab_remove(&set->tab, pos);
+			pos->next = taken;
+			taken = pos;
+			all->total--;
 		}
-	}
 	pthread_mutex_unlock(&all->lock);
 	return taken;
 }
 
 static void class_changed(struct sfs_view *v, struct sfs_node *dir, const char *name)
 {
-	struct spelling *sp = take_class(&v->svc->spellings, dir, name);
+	struct sfs_hlink *l = take_class(&v->svc->spellings, dir, name), *next;
 
-	while (sp) {
-		struct spelling *next = sp->next;
+	for (; l; l = next) {
+		struct spelling *sp = sfs_htab_entry(l, struct spelling, link);
+		next = l->next;
 		sfs_coh_spelling(v, dir, sp->data + sp->foldlen);
 		free(sp);
-		sp = next;
 	}
 }
 
@@ -185,17 +181,17 @@ void sfs_names_node_freed(void *svc, struct sfs_node *dir)
 	struct sfs_spellings *all = &((struct sfs_services *)svc)->spellings;
 	struct sfs_spellset *set = dir->spellings;
 
+	struct sfs_hlink *pos, *tmp;
+
 	if (!set)
 		return;
 	pthread_mutex_lock(&all->lock);
-	for (size_t i = 0; i < set->nbuckets; i++)
-		for (struct spelling *sp = set->buckets[i], *next; sp; sp = next) {
-			next = sp->next;
-			free(sp);
-			all->total--;
-		}
+	sfs_htab_for_each_safe(pos, tmp, &set->tab) {
+		free(sfs_htab_entry(pos, struct spelling, link));
+		all->total--;
+	}
 	pthread_mutex_unlock(&all->lock);
-	free(set->buckets);
+	sfs_htab_destroy(&set->tab);
 	free(set);
 	dir->spellings = NULL;
 }
