@@ -15,14 +15,15 @@
 
 #include "handover.h"
 #include "hash.h"
+#include "htab.h"
 #include "list.h"
 
-#define BUCKETS 1024 /* a power of two */
+#define BUCKETS 1024 /* the carriers' table at first; it grows */
 /* The signal that ends a wait in fcntl or flock (EINTR); its handler does nothing. */
 #define WAKE_SIGNAL (SIGRTMIN + 2)
 
 struct carrier {
-	struct sfs_list link;     /* in its inode's bucket */
+	struct sfs_hlink link;    /* in the table, by its inode's hash */
 	struct sfs_lock_key key;
 	int fd;
 	bool writable;            /* opened for writing: may hold write locks */
@@ -37,9 +38,8 @@ struct carrier {
 struct sfs_locks {
 	struct sfs_handover *ho;
 	pthread_mutex_t lock;
-	size_t count;
 	struct sfs_list waits;    /* struct sfs_lock_wait, while they wait */
-	struct sfs_list buckets[BUCKETS];
+	struct sfs_htab carriers; /* by sfs_hash_inode of the backing inode */
 };
 
 static void on_wake(int sig)
@@ -54,22 +54,31 @@ int sfs_locks_init(struct sfs_locks **out, struct sfs_handover *ho)
 
 	if (!L)
 		return -ENOMEM;
-	if (sigaction(WAKE_SIGNAL, &sa, NULL) < 0) {
+	if (sfs_htab_init(&L->carriers, BUCKETS)) {
 		free(L);
-		return -errno;
+		return -ENOMEM;
+	}
+	if (sigaction(WAKE_SIGNAL, &sa, NULL) < 0) {
+		int rc = -errno;
+		sfs_htab_destroy(&L->carriers);
+		free(L);
+		return rc;
 	}
 	L->ho = ho;
 	pthread_mutex_init(&L->lock, NULL);
 	sfs_list_init(&L->waits);
-	for (size_t i = 0; i < BUCKETS; i++)
-		sfs_list_init(&L->buckets[i]);
 	*out = L;
 	return 0;
 }
 
-static struct sfs_list *bucket_of(struct sfs_locks *L, uint64_t ino)
+static uint64_t hash_of(uint64_t ino)
 {
-	return &L->buckets[sfs_hash_inode(0, ino) & (BUCKETS - 1)];
+	return sfs_hash_inode(0, ino);
+}
+
+static struct carrier *carrier_of(struct sfs_hlink *l)
+{
+	return sfs_htab_entry(l, struct carrier, link);
 }
 
 static bool same_key(const struct sfs_lock_key *a, const struct sfs_lock_key *b)
@@ -97,9 +106,8 @@ static void record(struct sfs_locks *L, const struct carrier *c)
 static void retire(struct sfs_locks *L, struct carrier *c)
 {
 	sfs_ho_file_free(L->ho, c->slot);
-	sfs_list_del(&c->link);
+	sfs_htab_remove(&L->carriers, &c->link);
 	c->gone = true;
-	L->count--;
 	if (!c->users) {
 		close(c->fd);
 		free(c);
@@ -108,21 +116,24 @@ static void retire(struct sfs_locks *L, struct carrier *c)
 
 void sfs_locks_destroy(struct sfs_locks *L)
 {
+	struct sfs_hlink *e, *n;
+
 	if (!L)
 		return;
-	for (size_t i = 0; i < BUCKETS; i++)
-		while (!sfs_list_empty(&L->buckets[i]))
-			retire(L, sfs_list_first(&L->buckets[i], struct carrier, link));
+	sfs_htab_for_each_safe(e, n, &L->carriers)
+		retire(L, carrier_of(e));
+	sfs_htab_destroy(&L->carriers);
 	pthread_mutex_destroy(&L->lock);
 	free(L);
 }
 
 static struct carrier *find(struct sfs_locks *L, const struct sfs_lock_key *k)
 {
-	struct sfs_list *b = bucket_of(L, k->ino), *e, *n;
+	uint64_t h = hash_of(k->ino);
+	struct sfs_hlink *e;
 
-	sfs_list_for_each_safe(e, n, b) {
-		struct carrier *c = sfs_list_entry(e, struct carrier, link);
+	sfs_htab_for_each_match(e, &L->carriers, h) {
+		struct carrier *c = carrier_of(e);
 
 		if (same_key(&c->key, k))
 			return c;
@@ -223,8 +234,7 @@ static int open_carrier(struct sfs_locks *L, const struct sfs_lock_key *k,
 	c->writable = writable;
 	c->fh = via->fh;
 	record(L, c);
-	sfs_list_add(&c->link, bucket_of(L, k->ino));
-	L->count++;
+	sfs_htab_insert(&L->carriers, &c->link, hash_of(k->ino));
 	*out = c;
 	return 0;
 }
@@ -413,12 +423,13 @@ static void find_overlap(const struct flock *fl, void *arg)
 /* The process that set the conflicting lock fl: the carrier of another owner holding it. */
 static pid_t holder_of(struct sfs_locks *L, const struct sfs_lock_key *k, const struct flock *fl)
 {
-	struct sfs_list *b = bucket_of(L, k->ino), *e, *n;
+	uint64_t h = hash_of(k->ino);
+	struct sfs_hlink *e;
 	pid_t pid = 0;
 
 	pthread_mutex_lock(&L->lock);
-	sfs_list_for_each_safe(e, n, b) {
-		struct carrier *c = sfs_list_entry(e, struct carrier, link);
+	sfs_htab_for_each_match(e, &L->carriers, h) {
+		struct carrier *c = carrier_of(e);
 		struct overlap o = {.want = fl};
 
 		if (c->key.ino != k->ino || c->key.flock || same_key(&c->key, k))
@@ -466,22 +477,31 @@ void sfs_locks_flush(struct sfs_locks *L, uint32_t view, uint64_t ino, uint64_t 
 	pthread_mutex_unlock(&L->lock);
 }
 
+typedef bool match_fn(const struct carrier *c, uint32_t arg);
+
+/* c goes if it is the view's and match says so. Under L->lock. */
+static void retire_if(struct sfs_locks *L, struct carrier *c, uint32_t view, match_fn *match,
+                      uint32_t arg)
+{
+	if (c->key.view == view && match(c, arg))
+		retire(L, c);
+}
+
 /* Every carrier of the view (of ino only, unless any_ino) that match says goes. */
 static void retire_where(struct sfs_locks *L, uint32_t view, uint64_t ino, bool any_ino,
-                         bool (*match)(const struct carrier *, uint32_t), uint32_t arg)
+                         match_fn *match, uint32_t arg)
 {
+	uint64_t h = hash_of(ino);
+	struct sfs_hlink *e, *n;
+
 	pthread_mutex_lock(&L->lock);
-	for (size_t i = any_ino ? 0 : sfs_hash_inode(0, ino) & (BUCKETS - 1); i < BUCKETS; i++) {
-		struct sfs_list *b = &L->buckets[i], *e, *n;
-
-		sfs_list_for_each_safe(e, n, b) {
-			struct carrier *c = sfs_list_entry(e, struct carrier, link);
-
-			if (c->key.view == view && (any_ino || c->key.ino == ino) && match(c, arg))
-				retire(L, c);
-		}
-		if (!any_ino)
-			break;
+	if (any_ino) {
+		sfs_htab_for_each_safe(e, n, &L->carriers)
+			retire_if(L, carrier_of(e), view, match, arg);
+	} else {
+		sfs_htab_for_each_match_safe(e, n, &L->carriers, h)
+			if (carrier_of(e)->key.ino == ino)
+				retire_if(L, carrier_of(e), view, match, arg);
 	}
 	pthread_mutex_unlock(&L->lock);
 }
@@ -539,8 +559,7 @@ int sfs_locks_adopt(struct sfs_locks *L, uint32_t slot, const struct sfs_ho_file
 	c->slot = (int)slot;
 	pthread_mutex_lock(&L->lock);
 	sfs_ho_file_adopt(L->ho, slot, c);
-	sfs_list_add(&c->link, bucket_of(L, c->key.ino));
-	L->count++;
+	sfs_htab_insert(&L->carriers, &c->link, hash_of(c->key.ino));
 	pthread_mutex_unlock(&L->lock);
 	return 0;
 }
@@ -550,7 +569,7 @@ size_t sfs_locks_count(struct sfs_locks *L)
 	size_t n;
 
 	pthread_mutex_lock(&L->lock);
-	n = L->count;
+	n = sfs_htab_count(&L->carriers);
 	pthread_mutex_unlock(&L->lock);
 	return n;
 }
