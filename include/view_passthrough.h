@@ -10,13 +10,12 @@
 #include <stdbool.h>
 
 #include "creds.h"
-
-#define SFS_PT_BUCKETS 64
+#include "htab.h"
 
 struct sfs_node;
 
 struct sfs_pt_entry {
-	struct sfs_pt_entry *next;
+	struct sfs_hlink link;   /* in the view's table, by the node's backing inode */
 	const struct sfs_node *node;
 	int id;                  /* the backing id, > 0 */
 	unsigned opens;          /* the view's open files that use it */
@@ -28,7 +27,7 @@ struct sfs_pt_entry {
 
 struct sfs_passthrough {
 	pthread_mutex_t lock;
-	struct sfs_pt_entry *buckets[SFS_PT_BUCKETS];
+	struct sfs_htab table;      /* struct sfs_pt_entry; made at the first registration */
 	atomic_int backing_files;   /* registered backing ids */
 	/* Why the view's files take the daemon path: the option or policy that says so, a
 	 * kernel that did not offer passthrough, or the error of a registration (after one,
@@ -42,6 +41,9 @@ struct sfs_view;
 /* Before the view's session starts: whether it asks the kernel for passthrough (the view's
  * policies may say no: sfs_policy_no_passthrough). */
 void sfs_pt_init(struct sfs_view *v);
+
+/* Frees the table (with the view; none of its files is open by passthrough any more). */
+void sfs_pt_destroy(struct sfs_view *v);
 
 /* Why the view's files take the daemon path, or NULL while they go to the kernel. */
 const char *sfs_pt_off_reason(struct sfs_view *v);

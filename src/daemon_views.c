@@ -213,9 +213,10 @@ void prepare_view(struct sfs_daemon *d, struct sfs_view *v, uint32_t slot, const
 	sfs_list_init(&v->files);
 }
 
-/* What a view made but not started holds: its profile and its clone. */
+/* What a view made but not started holds: its profile, its clone and its passthrough table. */
 void free_unstarted_view(struct sfs_view *v)
 {
+	sfs_pt_destroy(v);
 	sfs_backing_clone_close(&v->clone);
 	sfs_profile_free((struct sfs_profile *)v->prof);
 	free(v);

@@ -14,6 +14,10 @@
 #include "view_passthrough.h"
 #include "services.h"
 #include "handover.h"
+#include "hash.h"
+
+/* The table's first size: it grows with the files a view has open by passthrough. */
+#define PT_BUCKETS 64
 
 /* Every view asks the kernel for passthrough, whatever its options say now: a remount may
  * let its files pass through later (the profile decides at each open). Not with
@@ -24,6 +28,11 @@ void sfs_pt_init(struct sfs_view *v)
 	atomic_init(&v->pt.off, NULL);
 	atomic_init(&v->pt.backing_files, 0);
 	v->fuse_io.want_passthrough = v->prof->opts.cache != SFS_CACHE_WRITEBACK;
+}
+
+void sfs_pt_destroy(struct sfs_view *v)
+{
+	sfs_htab_destroy(&v->pt.table);
 }
 
 const char *sfs_pt_off_reason(struct sfs_view *v)
@@ -37,23 +46,54 @@ const char *sfs_pt_off_reason(struct sfs_view *v)
 	return atomic_load(&v->fuse_io.passthrough) ? NULL : "the kernel did not offer it";
 }
 
+static struct sfs_pt_entry *entry_at(struct sfs_hlink *l)
+{
+	return sfs_htab_entry(l, struct sfs_pt_entry, link);
+}
+
 unsigned sfs_pt_writers(struct sfs_view *v)
 {
+	struct sfs_hlink *l, *next;
 	unsigned n = 0;
 
-	for (size_t i = 0; i < SFS_PT_BUCKETS; i++)
-		for (struct sfs_pt_entry *e = v->pt.buckets[i]; e; e = e->next)
-			n += e->writers > 0;
+	sfs_htab_for_each_safe(l, next, &v->pt.table)
+		n += entry_at(l)->writers > 0;
 	return n;
 }
 
-static struct sfs_pt_entry **slot_of(struct sfs_passthrough *pt, const struct sfs_node *n)
+static uint64_t hash_of(const struct sfs_node *n)
 {
-	struct sfs_pt_entry **e = &pt->buckets[((uintptr_t)n >> 6) % SFS_PT_BUCKETS];
+	return sfs_hash_inode(n->dev, n->ino);
+}
 
-	while (*e && (*e)->node != n)
-		e = &(*e)->next;
-	return e;
+/* n's backing file in the view, or NULL. Under pt->lock. */
+static struct sfs_pt_entry *entry_of(struct sfs_passthrough *pt, const struct sfs_node *n)
+{
+	uint64_t h = hash_of(n);
+	struct sfs_hlink *l;
+
+	if (!sfs_htab_ready(&pt->table))
+		return NULL;
+	sfs_htab_for_each_match(l, &pt->table, h)
+		if (entry_at(l)->node == n)
+			return entry_at(l);
+	return NULL;
+}
+
+/* Whether the view's table is there, made now if this is its first registration. */
+static bool table_made(struct sfs_passthrough *pt)
+{
+	return sfs_htab_ready(&pt->table) || !sfs_htab_init(&pt->table, PT_BUCKETS);
+}
+
+static void add_entry(struct sfs_passthrough *pt, struct sfs_pt_entry *e)
+{
+	sfs_htab_insert(&pt->table, &e->link, hash_of(e->node));
+}
+
+static void remove_entry(struct sfs_passthrough *pt, struct sfs_pt_entry *e)
+{
+	sfs_htab_remove(&pt->table, &e->link);
 }
 
 static bool same_key(struct sfs_cred_key a, struct sfs_cred_key b)
@@ -84,11 +124,11 @@ static bool registers_as_caller(struct sfs_view *v, int fd, bool writes)
 }
 
 /* A new backing file for n, open as fd, with the credentials its I/O will run with
- * (registers_as_caller). Off for the view after any failure. */
+ * (registers_as_caller), for the view's table. Off for the view after any failure. */
 static struct sfs_pt_entry *register_backing(struct sfs_view *v, const struct sfs_node *n,
                                              int fd, bool writes)
 {
-	struct sfs_pt_entry *e = calloc(1, sizeof(*e));
+	struct sfs_pt_entry *e = table_made(&v->pt) ? calloc(1, sizeof(*e)) : NULL;
 	bool as_caller = registers_as_caller(v, fd, writes);
 	int id = e ? sfs_creds_backing_begin(as_caller) : -ENOMEM;
 
@@ -131,7 +171,7 @@ static bool writer_may_share(struct sfs_view *v, const struct sfs_pt_entry *e)
 
 int pt_open(struct sfs_view *v, struct sfs_node *n, int fd, bool writes)
 {
-	struct sfs_pt_entry **slot, *e;
+	struct sfs_pt_entry *e;
 	bool first_writer = false, first_reader = false;
 	int id;
 
@@ -140,12 +180,11 @@ int pt_open(struct sfs_view *v, struct sfs_node *n, int fd, bool writes)
 	/* under the lock a remount takes to put a profile without passthrough in force, so no
 	 * writer passes through after it counted none (sfs_pt_writers) */
 	pthread_mutex_lock(&v->pt.lock);
-	slot = slot_of(&v->pt, n);
+	e = entry_of(&v->pt, n);
 	if (sfs_pt_off_reason(v)) {
 		/* the daemon's path, unless a reader opened the node by passthrough before a
 		 * remount turned it off: the kernel then takes every open of the inode only by
 		 * passthrough, which no write may take past the view's limits now */
-		e = *slot;
 		if (e && writes) {
 			pthread_mutex_unlock(&v->pt.lock);
 			return -EBUSY;
@@ -155,12 +194,12 @@ int pt_open(struct sfs_view *v, struct sfs_node *n, int fd, bool writes)
 			return 0;
 		}
 	}
-	if ((e = *slot) && writes && !writer_may_share(v, e)) {
+	if (e && writes && !writer_may_share(v, e)) {
 		pthread_mutex_unlock(&v->pt.lock);
 		return -EBUSY;
 	}
 	if (!e && (e = register_backing(v, n, fd, writes)))
-		*slot = e;
+		add_entry(&v->pt, e);
 	if (!e) {
 		pthread_mutex_unlock(&v->pt.lock);
 		return 0;
@@ -186,12 +225,11 @@ int pt_open(struct sfs_view *v, struct sfs_node *n, int fd, bool writes)
 
 void pt_release(struct sfs_view *v, struct sfs_node *n, bool writes)
 {
-	struct sfs_pt_entry **slot, *e;
+	struct sfs_pt_entry *e;
 	bool last_writer = false;
 
 	pthread_mutex_lock(&v->pt.lock);
-	slot = slot_of(&v->pt, n);
-	if ((e = *slot)) {
+	if ((e = entry_of(&v->pt, n))) {
 		if (writes) {
 			e->writers--;
 			last_writer = atomic_fetch_sub(&n->pt_writers, 1) == 1;
@@ -199,7 +237,7 @@ void pt_release(struct sfs_view *v, struct sfs_node *n, bool writes)
 		if (e->moves_atime)
 			atomic_fetch_sub(&n->pt_atime_opens, 1);
 		if (--e->opens == 0) {
-			*slot = e->next;
+			remove_entry(&v->pt, e);
 			if (v->se) { /* else the connection, and the id with it, is gone */
 				/* the kernel asks CAP_SYS_ADMIN, which a thread acting for a user
 				 * lacks (creds.h) */
@@ -234,7 +272,7 @@ double attr_timeout_of(const struct sfs_view *v, const struct sfs_node *n)
 	if (!(atime_opens = atomic_load(&n->pt_atime_opens)))
 		return v->attr_timeout;
 	pthread_mutex_lock(&pt->lock);
-	if ((e = *slot_of(pt, n)) && e->moves_atime)
+	if ((e = entry_of(pt, n)) && e->moves_atime)
 		atime_opens -= e->opens;
 	pthread_mutex_unlock(&pt->lock);
 	return atime_opens > 0 ? 0 : v->attr_timeout;
@@ -245,7 +283,7 @@ void pt_record(struct sfs_view *v, const struct sfs_node *n, struct sfs_ho_file 
 	struct sfs_pt_entry *e;
 
 	pthread_mutex_lock(&v->pt.lock);
-	if ((e = *slot_of(&v->pt, n))) {
+	if ((e = entry_of(&v->pt, n))) {
 		rec->backing = e->id;
 		rec->flags |= (e->nobody ? SFS_HO_PT_NOBODY : 0) | (e->moves_atime ? SFS_HO_PT_ATIME : 0);
 		rec->key_uid = e->key.uid;
@@ -257,18 +295,17 @@ void pt_record(struct sfs_view *v, const struct sfs_node *n, struct sfs_ho_file 
 
 void pt_adopt(struct sfs_view *v, struct sfs_node *n, const struct sfs_ho_file *rec)
 {
-	struct sfs_pt_entry **slot, *e;
+	struct sfs_pt_entry *e;
 	bool writes = rec->flags & SFS_HO_WRITES;
 
 	pthread_mutex_lock(&v->pt.lock);
-	slot = slot_of(&v->pt, n);
-	if (!(e = *slot) && (e = calloc(1, sizeof(*e)))) {
+	if (!(e = entry_of(&v->pt, n)) && table_made(&v->pt) && (e = calloc(1, sizeof(*e)))) {
 		e->node = n;
 		e->id = rec->backing;
 		e->nobody = rec->flags & SFS_HO_PT_NOBODY;
 		e->moves_atime = rec->flags & SFS_HO_PT_ATIME;
 		e->key = (struct sfs_cred_key){rec->key_uid, rec->key_gid, rec->key_groups};
-		*slot = e;
+		add_entry(&v->pt, e);
 		atomic_fetch_add(&v->pt.backing_files, 1);
 	}
 	if (e) {
