@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "htab.h"
 #include "list.h"
 
 /* ext4's file handles (its export operations use generic_encode_ino32_fh): FILEID_INO32_GEN,
@@ -43,7 +44,7 @@ struct sfs_node {
 	dev_t dev;
 	ino_t ino;
 	/* Protected by the table lock: */
-	struct sfs_node *hnext;
+	struct sfs_hlink hlink;      /* in the table, by sfs_hash_inode of ino */
 	uint64_t nlookup;            /* sum over views */
 	uint32_t pins;               /* view roots and the backing root */
 	uint32_t nrefs;
@@ -80,9 +81,7 @@ struct sfs_itab {
 	struct sfs_itab_hooks hooks;
 	struct sfs_handover *ho;     /* where lookup counts are kept for a successor, or NULL */
 	pthread_mutex_t lock;        /* the table lock (lock order: doc/design.md, "Locks") */
-	struct sfs_node **buckets;
-	size_t nbuckets;
-	size_t count;
+	struct sfs_htab nodes;       /* struct sfs_node, stale ones included */
 };
 
 struct sfs_fdcache;

@@ -437,7 +437,7 @@ static void teardown(struct sfs_daemon *d)
 	sfs_coh_stop(&d->svc);
 	sfs_locks_destroy(d->svc.locks);
 	sfs_names_destroy(&d->svc);
-	if (d->svc.itab.buckets)
+	if (sfs_htab_ready(&d->svc.itab.nodes))
 		sfs_itab_destroy(&d->svc.itab, &d->svc.fdc);
 	if (d->handle_fd >= 0)
 		close(d->handle_fd);

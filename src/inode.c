@@ -1,5 +1,5 @@
-/* The inode table (see inode.h). A chained hash on the inode number (one backing, one dev),
- * grown by doubling; nothing here walks the table on the request path. */
+/* The inode table (see inode.h). The tree's hash table (htab.h) on the inode number (one
+ * backing, one dev); nothing here walks the whole table on the request path. */
 #include "inode.h"
 
 #include <errno.h>
@@ -11,9 +11,16 @@
 #include "handover.h"
 #include "hash.h"
 
-static size_t bucket_of(const struct sfs_itab *t, ino_t ino)
+/* A node's hash, by its inode number; a node id's low 32 bits are that number (inode.h),
+ * so an id is looked for under the same hash. */
+static uint64_t hash_of(ino_t ino)
 {
-	return sfs_hash_inode(0, ino) & (t->nbuckets - 1);
+	return sfs_hash_inode(0, ino);
+}
+
+static struct sfs_node *node_at(struct sfs_hlink *l)
+{
+	return sfs_htab_entry(l, struct sfs_node, hlink);
 }
 
 int sfs_itab_init(struct sfs_itab *t, const struct sfs_itab_hooks *hooks)
@@ -21,9 +28,7 @@ int sfs_itab_init(struct sfs_itab *t, const struct sfs_itab_hooks *hooks)
 	memset(t, 0, sizeof(*t));
 	t->hooks = *hooks;
 	pthread_mutex_init(&t->lock, NULL);
-	t->nbuckets = 1024;
-	t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
-	return t->buckets ? 0 : -ENOMEM;
+	return sfs_htab_init(&t->nodes, 1024);
 }
 
 static void free_node(struct sfs_itab *t, struct sfs_fdcache *c, struct sfs_node *n)
@@ -37,46 +42,35 @@ static void free_node(struct sfs_itab *t, struct sfs_fdcache *c, struct sfs_node
 
 void sfs_itab_destroy(struct sfs_itab *t, struct sfs_fdcache *c)
 {
-	for (size_t i = 0; i < t->nbuckets; i++) {
-		struct sfs_node *n = t->buckets[i];
-		while (n) {
-			struct sfs_node *next = n->hnext;
-			free_node(t, c, n);
-			n = next;
-		}
-	}
-	free(t->buckets);
-	t->buckets = NULL;
-}
+	struct sfs_hlink *l, *next;
 
-static void grow(struct sfs_itab *t)
-{
-	size_t old = t->nbuckets;
-	struct sfs_node **ob = t->buckets;
-	struct sfs_node **nb = calloc(old * 2, sizeof(*nb));
-
-	if (!nb)
-		return; /* keep the longer chains; correctness does not depend on growing */
-	t->buckets = nb;
-	t->nbuckets = old * 2;
-	for (size_t i = 0; i < old; i++) {
-		struct sfs_node *n = ob[i];
-		while (n) {
-			struct sfs_node *next = n->hnext;
-			size_t b = bucket_of(t, n->ino);
-			n->hnext = nb[b];
-			nb[b] = n;
-			n = next;
-		}
-	}
-	free(ob);
+	sfs_htab_for_each_safe(l, next, &t->nodes)
+		free_node(t, c, node_at(l));
+	sfs_htab_destroy(&t->nodes);
 }
 
 static struct sfs_node *find_locked(struct sfs_itab *t, dev_t dev, ino_t ino)
 {
-	for (struct sfs_node *n = t->buckets[bucket_of(t, ino)]; n; n = n->hnext)
+	uint64_t h = hash_of(ino);
+	struct sfs_hlink *l;
+
+	sfs_htab_for_each_match(l, &t->nodes, h) {
+		struct sfs_node *n = node_at(l);
 		if (n->ino == ino && n->dev == dev && !n->stale)
 			return n;
+	}
+	return NULL;
+}
+
+/* The node with that id, a stale one included, or NULL. */
+static struct sfs_node *find_id_locked(struct sfs_itab *t, uint64_t id)
+{
+	uint64_t h = hash_of((uint32_t)id);
+	struct sfs_hlink *l;
+
+	sfs_htab_for_each_match(l, &t->nodes, h)
+		if (node_at(l)->id == id)
+			return node_at(l);
 	return NULL;
 }
 
@@ -95,8 +89,7 @@ struct sfs_node *sfs_itab_find_id(struct sfs_itab *t, uint64_t id)
 	struct sfs_node *n;
 
 	pthread_mutex_lock(&t->lock);
-	for (n = t->buckets[bucket_of(t, (uint32_t)id)]; n && n->id != id; n = n->hnext)
-		;
+	n = find_id_locked(t, id);
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }
@@ -245,14 +238,8 @@ again:
 		n = NULL;
 	}
 	if (!n && fresh) {
-		size_t b;
-		if (t->count >= t->nbuckets)
-			grow(t);
-		b = bucket_of(t, fresh->ino);
 		inherit_refs(t, fresh);
-		fresh->hnext = t->buckets[b];
-		t->buckets[b] = fresh;
-		t->count++;
+		sfs_htab_insert(&t->nodes, &fresh->hlink, hash_of(fresh->ino));
 		n = fresh;
 		fresh = NULL;
 	}
@@ -278,23 +265,11 @@ again:
 	return 0;
 }
 
-static void unlink_locked(struct sfs_itab *t, struct sfs_node *n)
-{
-	struct sfs_node **pp = &t->buckets[bucket_of(t, n->ino)];
-
-	while (*pp && *pp != n)
-		pp = &(*pp)->hnext;
-	if (*pp) {
-		*pp = n->hnext;
-		t->count--;
-	}
-}
-
 static void maybe_free_locked(struct sfs_itab *t, struct sfs_fdcache *c, struct sfs_node *n)
 {
 	if (n->nlookup || n->pins)
 		return;
-	unlink_locked(t, n);
+	sfs_htab_remove(&t->nodes, &n->hlink);
 	free_node(t, c, n);
 }
 
@@ -332,9 +307,7 @@ void sfs_itab_forget_id(struct sfs_itab *t, struct sfs_fdcache *c, uint64_t id, 
 	uint64_t had;
 
 	pthread_mutex_lock(&t->lock);
-	for (node = t->buckets[bucket_of(t, (uint32_t)id)]; node && node->id != id; node = node->hnext)
-		;
-	if (node) {
+	if ((node = find_id_locked(t, id))) {
 		forget_locked(t, c, node, view, n);
 	} else if (t->ho && (had = sfs_ho_ref_get(t->ho, id, view))) {
 		/* a predecessor's count this daemon never needed the node of */
@@ -366,20 +339,18 @@ void sfs_itab_unpin(struct sfs_itab *t, struct sfs_fdcache *c, struct sfs_node *
 
 void sfs_itab_drop_view(struct sfs_itab *t, struct sfs_fdcache *c, uint32_t view)
 {
+	struct sfs_hlink *l, *next;
+
 	pthread_mutex_lock(&t->lock);
-	for (size_t b = 0; b < t->nbuckets; b++) {
-		struct sfs_node *n = t->buckets[b];
-		while (n) {
-			struct sfs_node *next = n->hnext;
-			for (uint32_t i = 0; i < n->nrefs; i++)
-				if (n->refs[i].view == view) {
-					n->nlookup -= n->refs[i].count;
-					n->refs[i] = n->refs[--n->nrefs];
-					break;
-				}
-			maybe_free_locked(t, c, n);
-			n = next;
-		}
+	sfs_htab_for_each_safe(l, next, &t->nodes) {
+		struct sfs_node *n = node_at(l);
+		for (uint32_t i = 0; i < n->nrefs; i++)
+			if (n->refs[i].view == view) {
+				n->nlookup -= n->refs[i].count;
+				n->refs[i] = n->refs[--n->nrefs];
+				break;
+			}
+		maybe_free_locked(t, c, n);
 	}
 	if (t->ho)
 		sfs_ho_refs_drop_view(t->ho, view);
@@ -405,8 +376,7 @@ bool sfs_itab_id_held_by(struct sfs_itab *t, uint64_t id, uint32_t view)
 	bool held = false;
 
 	pthread_mutex_lock(&t->lock);
-	for (n = t->buckets[bucket_of(t, (uint32_t)id)]; n && n->id != id; n = n->hnext)
-		;
+	n = find_id_locked(t, id);
 	for (uint32_t i = 0; n && i < n->nrefs && !held; i++)
 		held = n->refs[i].view == view;
 	pthread_mutex_unlock(&t->lock);
@@ -418,7 +388,7 @@ size_t sfs_itab_count(struct sfs_itab *t)
 	size_t n;
 
 	pthread_mutex_lock(&t->lock);
-	n = t->count;
+	n = sfs_htab_count(&t->nodes);
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }
