@@ -9,14 +9,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "list.h"
+#include "lru.h"
 
 struct sfs_node;
 
 struct sfs_fdcache {
 	pthread_mutex_t lock;
-	struct sfs_list lru;          /* nodes holding a descriptor, most recently used first */
-	size_t open;
+	struct sfs_lru lru;           /* nodes holding a descriptor (their count: how many) */
 	size_t limit;
 	int mount_fd;                 /* any fd of the backing, for open_by_handle_at */
 };

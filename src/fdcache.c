@@ -1,5 +1,5 @@
-/* Bounded O_PATH descriptor cache (see fdcache.h). An LRU list of nodes that hold a
- * descriptor; the least recently used unheld one is closed when the bound is passed. */
+/* Bounded O_PATH descriptor cache (see fdcache.h). The tree's LRU list (lru.h) of nodes that
+ * hold a descriptor; the least recently used unheld one is closed when the bound is passed. */
 #include "fdcache.h"
 
 #include <errno.h>
@@ -14,7 +14,7 @@ void sfs_fdcache_init(struct sfs_fdcache *c, int mount_fd, size_t limit)
 {
 	memset(c, 0, sizeof(*c));
 	pthread_mutex_init(&c->lock, NULL);
-	sfs_list_init(&c->lru);
+	sfs_lru_init(&c->lru);
 	c->mount_fd = mount_fd;
 	c->limit = limit < 16 ? 16 : limit;
 }
@@ -26,15 +26,14 @@ static size_t evict_locked(struct sfs_fdcache *c, int *fds, size_t max)
 	struct sfs_list *pos, *prev;
 	size_t k = 0;
 
-	sfs_list_for_each_prev_safe(pos, prev, &c->lru) {
+	sfs_lru_for_each_oldest_first(pos, prev, &c->lru) {
 		struct sfs_node *n = sfs_list_entry(pos, struct sfs_node, lru);
-		if (c->open <= c->limit || k == max)
+		if (sfs_lru_count(&c->lru) <= c->limit || k == max)
 			break;
 		if (!n->fd_users) {
 			fds[k++] = n->fd;
 			n->fd = -1;
-			sfs_list_del(&n->lru);
-			c->open--;
+			sfs_lru_remove(&c->lru, &n->lru);
 		}
 	}
 	return k;
@@ -43,8 +42,7 @@ static size_t evict_locked(struct sfs_fdcache *c, int *fds, size_t max)
 static void install_locked(struct sfs_fdcache *c, struct sfs_node *n, int fd)
 {
 	n->fd = fd;
-	c->open++;
-	sfs_list_add(&n->lru, &c->lru);
+	sfs_lru_add(&c->lru, &n->lru);
 }
 
 void sfs_fdcache_offer(struct sfs_fdcache *c, struct sfs_node *n, int fd)
@@ -86,8 +84,7 @@ int sfs_fd_get(struct sfs_fdcache *c, struct sfs_node *n)
 	pthread_mutex_lock(&c->lock);
 	if (n->fd >= 0) {
 		n->fd_users++;
-		if (c->lru.next != &n->lru)
-			sfs_list_move(&n->lru, &c->lru);
+		sfs_lru_touch(&c->lru, &n->lru);
 		fd = n->fd;
 		pthread_mutex_unlock(&c->lock);
 		return fd;
@@ -138,8 +135,7 @@ void sfs_fdcache_remove(struct sfs_fdcache *c, struct sfs_node *n)
 	if (n->fd >= 0) {
 		fd = n->fd;
 		n->fd = -1;
-		sfs_list_del(&n->lru);
-		c->open--;
+		sfs_lru_remove(&c->lru, &n->lru);
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (fd >= 0)

@@ -164,7 +164,7 @@ json_object *sfs_status_daemon(struct sfs_daemon *d)
 	json_object_object_add(o, "backing", b);
 	json_object_object_add(cache, "inodes", json_object_new_uint64(sfs_itab_count(&d->svc.itab)));
 	pthread_mutex_lock(&d->svc.fdc.lock);
-	json_object_object_add(cache, "fds_open", json_object_new_uint64(d->svc.fdc.open));
+	json_object_object_add(cache, "fds_open", json_object_new_uint64(sfs_lru_count(&d->svc.fdc.lru)));
 	pthread_mutex_unlock(&d->svc.fdc.lock);
 	json_object_object_add(cache, "fd_limit", json_object_new_uint64(d->svc.fdc.limit));
 	json_object_object_add(o, "cache", cache);
