@@ -1,7 +1,7 @@
 /* One intrusive doubly linked list for the whole tree, in the manner of util-linux's
  * include/list.h (and the kernel's): a struct sfs_list in the element, a head that is a
- * struct sfs_list too, and sfs_list_entry to get from one to the other. Used for the
- * descriptor cache's and the fold cache's LRU lists and a view's open files. */
+ * struct sfs_list too, and sfs_list_entry to get from one to the other. Used for a view's
+ * open files and the lock waits, and under the one LRU list (lru.h). */
 #ifndef SFS_LIST_H
 #define SFS_LIST_H
 

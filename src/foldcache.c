@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "hash.h"
-#include "list.h"
+#include "lru.h"
 
 #define MIN_DIR_BUCKETS 64
 
@@ -28,7 +28,7 @@ struct sfs_foldcache {
 	pthread_mutex_t lock;                    /* the cache mutex: everything below */
 	struct sfs_folddir **tab;
 	size_t mask, dirs;
-	struct sfs_list lru;                     /* most recently used first */
+	struct sfs_lru lru;                      /* the indexes in the table */
 	size_t bytes, budget, names, collisions;
 	uint64_t hits, misses, evictions;
 	struct sfs_dirlock *locks;               /* the directories' change locks (not owned) */
@@ -49,7 +49,7 @@ int sfs_foldcache_new(struct sfs_foldcache **out, size_t budget, struct sfs_dirl
 	c->budget = budget;
 	c->locks = locks;
 	pthread_mutex_init(&c->lock, NULL);
-	sfs_list_init(&c->lru);
+	sfs_lru_init(&c->lru);
 	*out = c;
 	return 0;
 }
@@ -132,7 +132,7 @@ static void drop_locked(struct sfs_foldcache *c, struct sfs_folddir *d)
 
 	*link = d->hnext;
 	d->hnext = NULL;
-	sfs_list_del(&d->lru);
+	sfs_lru_remove(&c->lru, &d->lru);
 	c->bytes -= dir_bytes(&d->acct);
 	c->names -= d->acct.names;
 	c->collisions -= d->acct.collisions;
@@ -147,7 +147,7 @@ static struct sfs_folddir *evict_locked(struct sfs_foldcache *c)
 	struct sfs_folddir *victims = NULL;
 	struct sfs_list *pos, *prev;
 
-	sfs_list_for_each_prev_safe(pos, prev, &c->lru) {
+	sfs_lru_for_each_oldest_first(pos, prev, &c->lru) {
 		struct sfs_folddir *d = sfs_list_entry(pos, struct sfs_folddir, lru);
 		if (c->bytes <= c->budget)
 			break;
@@ -167,7 +167,7 @@ static struct sfs_folddir *pin_locked(struct sfs_foldcache *c, uint64_t dev, uin
 
 	if (d) {
 		d->pins++;
-		sfs_list_move(&d->lru, &c->lru);
+		sfs_lru_touch(&c->lru, &d->lru);
 	}
 	return d;
 }
@@ -263,7 +263,7 @@ int sfs_foldcache_insert(struct sfs_foldcache *c, uint64_t dev, uint64_t ino, ui
 		if (c->dirs >= c->mask + 1)
 			table_grow_locked(c);
 		*table_link(c, dev, ino) = d;
-		sfs_list_add(&d->lru, &c->lru);
+		sfs_lru_add(&c->lru, &d->lru);
 		c->dirs++;
 		d->pins = 1;
 		account_locked(c, d, &st);
