@@ -8,12 +8,13 @@
 #include <string.h>
 
 #include "hash.h"
+#include "htab.h"
 #include "lru.h"
 
 #define MIN_DIR_BUCKETS 64
 
 struct sfs_folddir {
-	struct sfs_folddir *hnext;               /* cache table chain; victim list once dropped */
+	struct sfs_hlink link;                   /* in the cache's table; once dropped, the victims */
 	struct sfs_list lru;                     /* on the cache's list while in the table */
 	uint64_t dev, ino;
 	struct sfs_foldidx *idx;
@@ -26,8 +27,7 @@ struct sfs_folddir {
 
 struct sfs_foldcache {
 	pthread_mutex_t lock;                    /* the cache mutex: everything below */
-	struct sfs_folddir **tab;
-	size_t mask, dirs;
+	struct sfs_htab tab;                     /* by sfs_hash_inode(dev, ino) */
 	struct sfs_lru lru;                      /* the indexes in the table */
 	size_t bytes, budget, names, collisions;
 	uint64_t hits, misses, evictions;
@@ -40,12 +40,10 @@ int sfs_foldcache_new(struct sfs_foldcache **out, size_t budget, struct sfs_dirl
 
 	if (!c)
 		return -ENOMEM;
-	c->tab = calloc(MIN_DIR_BUCKETS, sizeof(*c->tab));
-	if (!c->tab) {
+	if (sfs_htab_init(&c->tab, MIN_DIR_BUCKETS)) {
 		free(c);
 		return -ENOMEM;
 	}
-	c->mask = MIN_DIR_BUCKETS - 1;
 	c->budget = budget;
 	c->locks = locks;
 	pthread_mutex_init(&c->lock, NULL);
@@ -61,53 +59,45 @@ static void dir_free(struct sfs_folddir *d)
 	free(d);
 }
 
-static void free_victims(struct sfs_folddir *d)
+static struct sfs_folddir *dir_at(struct sfs_hlink *l)
 {
-	struct sfs_folddir *next;
+	return sfs_htab_entry(l, struct sfs_folddir, link);
+}
 
-	for (; d; d = next) {
-		next = d->hnext;
-		dir_free(d);
+/* Frees a chain of dropped indexes, linked through their links (out of the table). */
+static void free_victims(struct sfs_hlink *l)
+{
+	struct sfs_hlink *next;
+
+	for (; l; l = next) {
+		next = l->next;
+		dir_free(dir_at(l));
 	}
 }
 
 void sfs_foldcache_free(struct sfs_foldcache *c)
 {
+	struct sfs_hlink *l, *next;
+
 	if (!c)
 		return;
-	for (size_t i = 0; i <= c->mask; i++)
-		free_victims(c->tab[i]);
+	sfs_htab_for_each_safe(l, next, &c->tab)
+		dir_free(dir_at(l));
+	sfs_htab_destroy(&c->tab);
 	pthread_mutex_destroy(&c->lock);
-	free(c->tab);
 	free(c);
 }
 
-static struct sfs_folddir **table_link(struct sfs_foldcache *c, uint64_t dev, uint64_t ino)
+/* The cached index of (dev, ino), or NULL. */
+static struct sfs_folddir *table_find(struct sfs_foldcache *c, uint64_t dev, uint64_t ino)
 {
-	struct sfs_folddir **link = &c->tab[sfs_hash_inode(dev, ino) & c->mask];
+	uint64_t h = sfs_hash_inode(dev, ino);
+	struct sfs_hlink *l;
 
-	while (*link && !((*link)->dev == dev && (*link)->ino == ino))
-		link = &(*link)->hnext;
-	return link;
-}
-
-static void table_grow_locked(struct sfs_foldcache *c)
-{
-	size_t nb = (c->mask + 1) * 2, i;
-	struct sfs_folddir **t = calloc(nb, sizeof(*t)), *d, *next;
-
-	if (!t)
-		return; /* longer chains, still correct */
-	for (i = 0; i <= c->mask; i++) {
-		for (d = c->tab[i]; d; d = next) {
-			next = d->hnext;
-			d->hnext = t[sfs_hash_inode(d->dev, d->ino) & (nb - 1)];
-			t[sfs_hash_inode(d->dev, d->ino) & (nb - 1)] = d;
-		}
-	}
-	free(c->tab);
-	c->tab = t;
-	c->mask = nb - 1;
+	sfs_htab_for_each_match(l, &c->tab, h)
+		if (dir_at(l)->dev == dev && dir_at(l)->ino == ino)
+			return dir_at(l);
+	return NULL;
 }
 
 static size_t dir_bytes(const struct sfs_foldidx_stats *st)
@@ -128,23 +118,19 @@ static void account_locked(struct sfs_foldcache *c, struct sfs_folddir *d,
 /* Takes d out of the table, the LRU list and the totals; the caller frees it once unpinned. */
 static void drop_locked(struct sfs_foldcache *c, struct sfs_folddir *d)
 {
-	struct sfs_folddir **link = table_link(c, d->dev, d->ino);
-
-	*link = d->hnext;
-	d->hnext = NULL;
+	sfs_htab_remove(&c->tab, &d->link);
 	sfs_lru_remove(&c->lru, &d->lru);
 	c->bytes -= dir_bytes(&d->acct);
 	c->names -= d->acct.names;
 	c->collisions -= d->acct.collisions;
-	c->dirs--;
 	d->dead = true;
 }
 
 /* Drops unpinned indexes from the cold end while over budget; returns them, to be freed
  * outside the cache mutex. */
-static struct sfs_folddir *evict_locked(struct sfs_foldcache *c)
+static struct sfs_hlink *evict_locked(struct sfs_foldcache *c)
 {
-	struct sfs_folddir *victims = NULL;
+	struct sfs_hlink *victims = NULL;
 	struct sfs_list *pos, *prev;
 
 	sfs_lru_for_each_oldest_first(pos, prev, &c->lru) {
@@ -153,8 +139,8 @@ static struct sfs_folddir *evict_locked(struct sfs_foldcache *c)
 			break;
 		if (!d->pins) {
 			drop_locked(c, d);
-			d->hnext = victims;
-			victims = d;
+			d->link.next = victims;
+			victims = &d->link;
 			c->evictions++;
 		}
 	}
@@ -163,7 +149,7 @@ static struct sfs_folddir *evict_locked(struct sfs_foldcache *c)
 
 static struct sfs_folddir *pin_locked(struct sfs_foldcache *c, uint64_t dev, uint64_t ino)
 {
-	struct sfs_folddir *d = *table_link(c, dev, ino);
+	struct sfs_folddir *d = table_find(c, dev, ino);
 
 	if (d) {
 		d->pins++;
@@ -188,7 +174,7 @@ struct sfs_folddir *sfs_foldcache_get(struct sfs_foldcache *c, uint64_t dev, uin
 
 void sfs_foldcache_put(struct sfs_foldcache *c, struct sfs_folddir *d)
 {
-	struct sfs_folddir *victims;
+	struct sfs_hlink *victims;
 	bool last;
 
 	pthread_mutex_lock(&c->lock);
@@ -245,7 +231,8 @@ static struct sfs_folddir *dir_new(uint64_t dev, uint64_t ino, struct sfs_foldid
 int sfs_foldcache_insert(struct sfs_foldcache *c, uint64_t dev, uint64_t ino, uint64_t stamp,
                          struct sfs_foldidx *idx, struct sfs_folddir **out)
 {
-	struct sfs_folddir *d = dir_new(dev, ino, idx), *victims, *won;
+	struct sfs_folddir *d = dir_new(dev, ino, idx), *won;
+	struct sfs_hlink *victims;
 	struct sfs_foldidx_stats st;
 
 	if (!d) {
@@ -260,11 +247,8 @@ int sfs_foldcache_insert(struct sfs_foldcache *c, uint64_t dev, uint64_t ino, ui
 	pthread_mutex_lock(&c->lock);
 	won = pin_locked(c, dev, ino);
 	if (!won) {
-		if (c->dirs >= c->mask + 1)
-			table_grow_locked(c);
-		*table_link(c, dev, ino) = d;
+		sfs_htab_insert(&c->tab, &d->link, sfs_hash_inode(dev, ino));
 		sfs_lru_add(&c->lru, &d->lru);
-		c->dirs++;
 		d->pins = 1;
 		account_locked(c, d, &st);
 	}
@@ -382,7 +366,7 @@ void sfs_foldcache_forget(struct sfs_foldcache *c, uint64_t dev, uint64_t ino)
 
 	sfs_dirlock_bump(c->locks, dev, ino);
 	pthread_mutex_lock(&c->lock);
-	d = *table_link(c, dev, ino);
+	d = table_find(c, dev, ino);
 	if (d) {
 		drop_locked(c, d);
 		if (!d->pins)
@@ -396,7 +380,7 @@ void sfs_foldcache_forget(struct sfs_foldcache *c, uint64_t dev, uint64_t ino)
 void sfs_foldcache_stats(struct sfs_foldcache *c, struct sfs_foldcache_stats *st)
 {
 	pthread_mutex_lock(&c->lock);
-	st->dirs = c->dirs;
+	st->dirs = sfs_htab_count(&c->tab);
 	st->bytes = c->bytes;
 	st->budget = c->budget;
 	st->names = c->names;
