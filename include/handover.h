@@ -168,6 +168,9 @@ struct sfs_handover {
 
 /* A new, empty state (a first daemon). Returns 0 or -errno. */
 int sfs_ho_create(struct sfs_handover *h);
+/* Unmaps the state and frees what this process kept of it (a state that was mapped: its
+ * descriptor is closed too). The state itself lives on in any other process's descriptor. */
+void sfs_ho_close(struct sfs_handover *h);
 
 /* The state in memfd fd, left by a predecessor, checked: 0, or -EINVAL with why in err. */
 int sfs_ho_adopt(struct sfs_handover *h, int fd, char *err, size_t errlen);

@@ -556,6 +556,21 @@ static int map_fd(struct sfs_handover *h, int fd)
 	return h->objects && h->free_intents ? 0 : -ENOMEM;
 }
 
+void sfs_ho_close(struct sfs_handover *h)
+{
+	if (h->map) {
+		munmap(h->map, h->size);
+		pthread_mutex_destroy(&h->files_lock);
+		pthread_mutex_destroy(&h->records_lock);
+		pthread_mutex_destroy(&h->intents_lock);
+		close(h->fd);
+	}
+	free(h->free_intents);
+	free(h->free_slots);
+	free(h->objects);
+	memset(h, 0, sizeof(*h));
+}
+
 int sfs_ho_create(struct sfs_handover *h)
 {
 	struct control *c;

@@ -16,6 +16,7 @@ static void reopen(struct sfs_handover *h, struct sfs_handover *succ)
 	char err[256] = "";
 	int fd = dup(h->fd);
 
+	sfs_ho_close(succ); /* the previous reopen's */
 	if (sfs_ho_adopt(succ, fd, err, sizeof(err))) {
 		printf("FAIL adopt: %s\n", err);
 		exit(1);
@@ -24,7 +25,7 @@ static void reopen(struct sfs_handover *h, struct sfs_handover *succ)
 
 static void test_records(void)
 {
-	struct sfs_handover h, s;
+	struct sfs_handover h, s = {0};
 	struct sfs_ho_view v = {.slot = 7, .fuse_fd = 42, .init_len = 3, .uring_fd = -1};
 	struct sfs_ho_view out;
 	unsigned char *copy;
@@ -65,13 +66,16 @@ static void test_records(void)
 
 	/* a state of another layout is refused, with why */
 	memset(h.map + 8, 0xff, 4); /* the version */
+	sfs_ho_close(&s);
 	CHECK(sfs_ho_adopt(&s, dup(h.fd), err, sizeof(err)) == -EINVAL, "another layout refused");
 	CHECK(strstr(err, "this binary reads version") != NULL, "and says why: %s", err);
+	sfs_ho_close(&s);
+	sfs_ho_close(&h);
 }
 
 static void test_lookups(void)
 {
-	struct sfs_handover h, s;
+	struct sfs_handover h, s = {0};
 	struct sfs_ho_ref refs[8];
 	const int n = 50000;
 
@@ -90,13 +94,15 @@ static void test_lookups(void)
 	sfs_ho_refs_drop_view(&s, 2);
 	CHECK(sfs_ho_ref_get(&s, 2ULL << 32 | 14, 2) == 0, "a view that ended has no counts");
 	CHECK(sfs_ho_ref_get(&s, 4ULL << 32 | 28, 1) == 4, "the others keep theirs");
+	sfs_ho_close(&s);
+	sfs_ho_close(&h);
 }
 
 /* A file released as the daemon dies, the answer not sent: the kernel sends the RELEASE
  * again, so its slot must not name another file by then. */
 static void test_release_in_flight(void)
 {
-	struct sfs_handover h, s;
+	struct sfs_handover h, s = {0};
 	struct sfs_ho_file rec = {.view = 1, .fd = 20, .node = 5, .dev = 1, .ino = 3}, got;
 	int a, b, c;
 	char obj;
@@ -120,11 +126,13 @@ static void test_release_in_flight(void)
 	CHECK(c != a && c != b, "nor hands its slot out");
 	sfs_ho_file_released(&s, a);
 	CHECK(sfs_ho_file_alloc(&s, &obj) == a, "until the RELEASE comes again");
+	sfs_ho_close(&s);
+	sfs_ho_close(&h);
 }
 
 static void test_files_and_intents(void)
 {
-	struct sfs_handover h, s, s2;
+	struct sfs_handover h, s = {0}, s2 = {0};
 	struct sfs_ho_file rec = {.view = 3, .fd = 17, .node = 99, .dev = 1, .ino = 2}, got;
 	struct sfs_ho_intent in = {.view = 3, .unique = 1234, .op = SFS_HO_MAKE}, found;
 	int a, b, slot, busy, freed;
@@ -165,6 +173,9 @@ static void test_files_and_intents(void)
 	      "a successor takes its predecessor's free slots again, not new ones");
 	CHECK(sfs_ho_intent_find(&s2, 3, 5678, &found) == busy && sfs_ho_intent_begin(&s2, &in) != busy,
 	      "and keeps the record of a change in flight");
+	sfs_ho_close(&s2);
+	sfs_ho_close(&s);
+	sfs_ho_close(&h);
 	test_release_in_flight();
 }
 
