@@ -120,11 +120,19 @@ bool sfs_fd_cached(struct sfs_fdcache *c, const struct sfs_node *n)
 	return cached;
 }
 
+/* A descriptor let go may be the one the bound was waiting for: after many were held at
+ * once, the cache comes back under its bound as they are let go, not at the next lookups. */
 void sfs_fd_put(struct sfs_fdcache *c, struct sfs_node *n)
 {
+	int victims[8];
+	size_t k;
+
 	pthread_mutex_lock(&c->lock);
 	n->fd_users--;
+	k = evict_locked(c, victims, 8);
 	pthread_mutex_unlock(&c->lock);
+	while (k)
+		close(victims[--k]);
 }
 
 void sfs_fdcache_remove(struct sfs_fdcache *c, struct sfs_node *n)

@@ -545,7 +545,7 @@ static void test_hooks(void)
 /* The descriptor cache is bounded: with room for 16, 64 nodes looked up never hold more
  * than 16 descriptors; a node whose descriptor was let go is still the same node and is
  * reopened by its handle when needed; descriptors in use are never closed under their
- * users, and the excess goes once they are let go and other nodes come. When the nodes are
+ * users, and the excess goes as they are let go. When the nodes are
  * freed the process has the descriptors it had before. */
 static void test_fdcache_bounded(void)
 {
@@ -603,6 +603,8 @@ static void test_fdcache_bounded(void)
 		for (int i = 0; i < N; i++)
 			if (fds[i] >= 0)
 				sfs_fd_put(&x.c, n[i]);
+		CHECK(sfs_lru_count(&x.c.lru) <= LIMIT, "let go, the cache is back under its "
+		      "bound at once (%zu)", sfs_lru_count(&x.c.lru));
 		for (int i = 0; i < LIMIT; i++) {
 			snprintf(name, sizeof(name), "g%d", i);
 			make(&x, name);
