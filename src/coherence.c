@@ -243,17 +243,30 @@ static bool find_targets(struct sfs_view *origin, struct sfs_node *n, struct tar
 	return true;
 }
 
+/* kind for every view other than origin that may cache n; with gone (an entry removed
+ * with its object's last link), DELETE_ENTRY instead to the views that know that object. */
+static void queue_to_targets_gone(struct sfs_view *origin, struct sfs_node *n, enum kind kind,
+                                  off_t off, off_t len, const char *name,
+                                  const struct sfs_node *gone)
+{
+	struct sfs_services *svc = origin->svc;
+	struct targets t;
+
+	if (sfs_registry_count(&svc->views) < 2 || !svc->coh)
+		return;
+	if (find_targets(origin, n, &t))
+		for (size_t i = 0; i < t.n; i++) {
+			bool deleted = gone && sfs_itab_id_held_by(&svc->itab, gone->id, t.slots[i]);
+			enqueue(svc->coh, t.slots[i], deleted ? DELETE_ENTRY : kind, t.inos[i],
+			        deleted ? (off_t)gone->id : off, len, name, true);
+		}
+	targets_free(&t);
+}
+
 static void queue_to_targets(struct sfs_view *origin, struct sfs_node *n, enum kind kind,
                              off_t off, off_t len, const char *name)
 {
-	struct targets t;
-
-	if (sfs_registry_count(&origin->svc->views) < 2 || !origin->svc->coh)
-		return;
-	if (find_targets(origin, n, &t))
-		for (size_t i = 0; i < t.n; i++)
-			enqueue(origin->svc->coh, t.slots[i], kind, t.inos[i], off, len, name, true);
-	targets_free(&t);
+	queue_to_targets_gone(origin, n, kind, off, len, name, NULL);
 }
 
 static void queue_inode(struct sfs_view *origin, struct sfs_node *n, off_t off, off_t len)
@@ -285,30 +298,14 @@ void sfs_coh_own_data_later(struct sfs_view *origin, struct sfs_node *n, off_t o
 
 void sfs_coh_name(struct sfs_view *origin, struct sfs_node *parent, const char *name)
 {
-	queue_to_targets(origin, parent, INVAL_ENTRY, 0, 0, name);
-	/* and the listing the other views' kernels may keep of the directory (cache_readdir) */
-	queue_inode(origin, parent, 0, 0);
+	sfs_coh_removed(origin, parent, name, NULL);
 }
 
 void sfs_coh_removed(struct sfs_view *origin, struct sfs_node *parent, const char *name,
                      struct sfs_node *gone)
 {
-	struct sfs_services *svc = origin->svc;
-	struct targets t;
-
-	if (!gone) {
-		sfs_coh_name(origin, parent, name);
-		return;
-	}
-	if (sfs_registry_count(&svc->views) < 2 || !svc->coh)
-		return;
-	if (find_targets(origin, parent, &t))
-		for (size_t i = 0; i < t.n; i++) {
-			bool knows = sfs_itab_id_held_by(&svc->itab, gone->id, t.slots[i]);
-			enqueue(svc->coh, t.slots[i], knows ? DELETE_ENTRY : INVAL_ENTRY, t.inos[i],
-			        knows ? (off_t)gone->id : 0, 0, name, true);
-		}
-	targets_free(&t);
+	queue_to_targets_gone(origin, parent, INVAL_ENTRY, 0, 0, name, gone);
+	/* and the listing the other views' kernels may keep of the directory (cache_readdir) */
 	queue_inode(origin, parent, 0, 0);
 }
 

@@ -219,9 +219,7 @@ out:
 void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	if (lease_breaker(req)) {
-		struct req q;
-		req_start(&q, req);
-		req_reply_err(&q, -ECANCELED);
+		req_fail(req, -ECANCELED);
 		return;
 	}
 	if (!lease_break_first(req, ino, fi->flags, &(struct lease_then){.open = open_now, .fi = *fi}))

@@ -220,9 +220,7 @@ static void break_then_go_on(struct req_wait *b)
 		rc = break_one(x, &x->t[i]);
 	req_wait_interruptible(b, false);
 	if (rc) {
-		struct req q;
-		req_start(&q, b->req);
-		req_reply_err(&q, rc);
+		req_fail(b->req, rc);
 		return;
 	}
 	if (x->then.open)
@@ -253,10 +251,8 @@ bool lease_break_first(fuse_req_t req, fuse_ino_t ino, int flags, const struct l
 	if ((rc = req_wait_start(&x->base)) < 0) {
 		/* no thread may wait: the opener is told to come back, as one that asked not to
 		 * wait (the break is not begun) */
-		struct req q;
 		free(x);
-		req_start(&q, req);
-		req_reply_err(&q, rc == -ENOLCK ? -EWOULDBLOCK : rc);
+		req_fail(req, rc == -ENOLCK ? -EWOULDBLOCK : rc);
 	}
 	return true;
 }

@@ -87,6 +87,8 @@ void forget_one(struct sfs_view *v, fuse_ino_t ino);
  * error instead. Those that hand the kernel something (an entry, an open file) return
  * fuse_reply_*'s result, so the caller can take back what the kernel never got. */
 void req_reply_err(struct req *q, int rc);
+/* The answer of a request refused before its handler began a frame: one of its own. */
+void req_fail(fuse_req_t req, int rc);
 void req_reply_none(struct req *q);
 void req_reply_entry(struct req *q, int rc, const struct fuse_entry_param *e);
 int req_reply_create(struct req *q, int rc, const struct fuse_entry_param *e,

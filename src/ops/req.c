@@ -124,6 +124,14 @@ void req_reply_err(struct req *q, int rc)
 	intent_end(q);
 }
 
+void req_fail(fuse_req_t req, int rc)
+{
+	struct req q;
+
+	req_start(&q, req);
+	req_reply_err(&q, rc);
+}
+
 void req_reply_none(struct req *q)
 {
 	settle(q);
