@@ -128,9 +128,10 @@ struct sfs_view_place {
 
 void sfs_view_place_of(const struct sfs_view *v, struct sfs_view_place *p);
 
-/* An O_PATH descriptor of the root of the mount at p, reached through a process that lives
- * in its namespace (/proc/PID/root) and checked by the mount's id: -ESTALE when the path
- * leads elsewhere now, -ENOENT when nobody lives in the namespace any more. */
+/* An O_PATH descriptor of the root of the mount at p, reached through the root of a process
+ * that lives in its namespace (/proc/PID/root; each is tried, a chrooted one sees another
+ * tree) and checked by the mount's id: -ESTALE when no process of the namespace reaches it
+ * at its path (moved, or the namespace is gone). */
 int sfs_view_place_open(const struct sfs_view_place *p);
 
 /* The device number of the view's own superblock, which /proc/locks names its inodes by;

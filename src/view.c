@@ -221,10 +221,12 @@ int sfs_view_start(struct sfs_view *v, int fuse_fd, const struct sfs_ho_view *fr
 	return 0;
 }
 
-/* A process living in the mount namespace (ns_dev, ns_ino), found by the namespace's
- * identity: what opens its file "ns/mnt" or "root" gives (flags), or -1 when no process
- * lives there any more (the namespace, and the views in it, are then gone). */
-static int open_in_namespace(dev_t ns_dev, ino_t ns_ino, const char *what, int flags)
+/* What each process living in the mount namespace (ns_dev, ns_ino), found by the
+ * namespace's identity, gives: its file "ns/mnt" or "root" opened (flags) and handed to use,
+ * which returns a descriptor, or < 0 to try the next process. The result of the first that
+ * gives one, else -1 (no process there: the namespace, and the views in it, are gone). */
+static int open_in_namespace(dev_t ns_dev, ino_t ns_ino, const char *what, int flags,
+                             int (*use)(int fd, const void *arg), const void *arg)
 {
 	DIR *proc = opendir("/proc");
 	struct dirent *de;
@@ -239,7 +241,8 @@ static int open_in_namespace(dev_t ns_dev, ino_t ns_ino, const char *what, int f
 		if (stat(path, &st) < 0 || st.st_ino != ns_ino || st.st_dev != ns_dev)
 			continue;
 		snprintf(path, sizeof(path), "/proc/%s/%s", de->d_name, what);
-		fd = open(path, flags | O_CLOEXEC);
+		if ((fd = open(path, flags | O_CLOEXEC)) >= 0 && use)
+			fd = use(fd, arg);
 	}
 	if (proc)
 		closedir(proc);
@@ -248,7 +251,7 @@ static int open_in_namespace(dev_t ns_dev, ino_t ns_ino, const char *what, int f
 
 static int open_namespace_of(const struct sfs_view *v)
 {
-	return open_in_namespace(v->ns_dev, v->ns_ino, "ns/mnt", O_RDONLY);
+	return open_in_namespace(v->ns_dev, v->ns_ino, "ns/mnt", O_RDONLY, NULL, NULL);
 }
 
 void sfs_view_place_of(const struct sfs_view *v, struct sfs_view_place *p)
@@ -257,15 +260,23 @@ void sfs_view_place_of(const struct sfs_view *v, struct sfs_view_place *p)
 	sfs_strlcpy(p->mountpoint, v->mountpoint, sizeof(p->mountpoint));
 }
 
-int sfs_view_place_open(const struct sfs_view_place *p)
+/* The view's mount root as seen from one process's root: a process of the namespace that
+ * chrooted elsewhere sees another tree, so the next one is tried. */
+static int mount_root_from(int root, const void *arg)
 {
-	int root = open_in_namespace(p->ns_dev, p->ns_ino, "root", O_PATH | O_DIRECTORY), fd;
+	const struct sfs_view_place *p = arg;
+	int fd = sfs_mount_open_checked_in(root, p->mountpoint, p->mnt_id);
 
-	if (root < 0)
-		return -ENOENT;
-	fd = sfs_mount_open_checked_in(root, p->mountpoint, p->mnt_id);
 	close(root);
 	return fd;
+}
+
+int sfs_view_place_open(const struct sfs_view_place *p)
+{
+	int fd = open_in_namespace(p->ns_dev, p->ns_ino, "root", O_PATH | O_DIRECTORY,
+	                           mount_root_from, p);
+
+	return fd < 0 ? -ESTALE : fd;
 }
 
 dev_t sfs_view_dev(struct sfs_view *v)
