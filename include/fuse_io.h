@@ -98,22 +98,6 @@ int sfs_fuse_io_resend(struct sfs_fuse_io *io);
  * buffers in first, as they do once a WRITE with data has come (doc/kernel.md §4.11). */
 void sfs_fuse_io_expect_writes(struct sfs_fuse_io *io);
 
-/* The handover gate (strictfs upgrade): after sfs_fuse_io_hold, no thread begins a request
- * (a request read from /dev/fuse stays unanswered, for the kernel to resend to the successor;
- * an io_uring entry keeps its request, or its reply, for the successor to finish), and those
- * being served are finished. sfs_fuse_io_quiet waits up to ms for none to be served. Transport
- * threads call sfs_fuse_io_begin when they have a request and sfs_fuse_io_end when it is
- * answered: either may not return once the gate is held. */
-void sfs_fuse_io_hold(void);
-bool sfs_fuse_io_quiet(int ms);
-void sfs_fuse_io_begin(void);
-void sfs_fuse_io_end(void);
-
-/* The kernel's id of the request the calling thread serves, bit 63 set for one it sent again
- * (FUSE_NOTIFY_RESEND); set by the transport as it hands the request to libfuse. */
-uint64_t sfs_fuse_io_unique(void);
-void sfs_fuse_io_set_unique(uint64_t unique);
-
 /* How a request that may wait long (a lock) waits without holding the others up: 1 on a
  * thread of its own (a request read from /dev/fuse, whose answer may go from any thread), 0
  * on the calling thread (an io_uring entry's, whose answer goes back through the entry,

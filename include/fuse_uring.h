@@ -51,7 +51,7 @@ struct sfs_fuse_uring *sfs_fuse_uring_prepare(struct fuse_session *se, int fuse_
 /* The area of u, for the state a successor takes over. */
 void sfs_fuse_uring_area(const struct sfs_fuse_uring *u, struct sfs_uring_area *out);
 
-/* The handover (fuse_io.h): no entry submits a command any more; each ends with a request
+/* The handover (fuse_gate.h): no entry submits a command any more; each ends with a request
  * or a reply in its buffers (finished by the successor), or waiting for a request, which the
  * kernel withdraws as its thread exits (doc/kernel.md §4.11). */
 void sfs_fuse_uring_hold(struct sfs_fuse_uring *u);

@@ -13,6 +13,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "fuse_gate.h"
 #include "fuse_uring.h"
 #include "locks.h"
 #include "util.h"
@@ -65,13 +66,13 @@ int hand_over(struct sfs_daemon *d, char *err, size_t errlen)
 	}
 	if ((rc = successor_compatible(d, err, errlen)))
 		return rc;
-	sfs_fuse_io_hold();
+	sfs_fuse_gate_hold();
 	sfs_for_each_view(&d->svc.views, v) {
 		struct sfs_fuse_uring *u = atomic_load(&v->fuse_io.uring);
 		if (u)
 			sfs_fuse_uring_hold(u);
 	}
-	if (!sfs_fuse_io_quiet(HANDOVER_QUIET_MS))
+	if (!sfs_fuse_gate_quiet(HANDOVER_QUIET_MS))
 		syslog(LOG_WARNING, "%s: requests still served after %d s; the successor gets them again",
 		       d->source, HANDOVER_QUIET_MS / 1000);
 	sfs_quota_flush(&d->svc.quota);

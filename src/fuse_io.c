@@ -1,6 +1,7 @@
 /* The view's /dev/fuse transport (see fuse_io.h). */
 #define FUSE_USE_VERSION 314
 #include "fuse_io.h"
+#include "fuse_gate.h"
 #include "fuse_uring.h"
 
 #include <fcntl.h>
@@ -8,7 +9,6 @@
 #include <fuse_lowlevel.h>
 #include <linux/fuse.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,19 +44,6 @@ static const uint64_t added_flags = FUSE_HANDLE_KILLPRIV_V2 | FUSE_DIRECT_IO_ALL
 /* The backing id the next OPEN or CREATE reply of this thread hands over, 0 for none. */
 static __thread int reply_backing;
 
-/* The id of the request this thread serves (bit 63 set when the kernel sent it again). */
-static __thread uint64_t serving_unique;
-
-uint64_t sfs_fuse_io_unique(void)
-{
-	return serving_unique;
-}
-
-void sfs_fuse_io_set_unique(uint64_t unique)
-{
-	serving_unique = unique;
-}
-
 /* A view of a daemon that kept crashing (contract §6, "Failover"): the transport answers every
  * request EIO itself, before any handler could crash again; forgets and interrupts want no
  * answer. */
@@ -73,69 +60,6 @@ static bool answered_failed(struct sfs_fuse_io *io, int fd, const void *buf, ssi
 		if (write(fd, &out, sizeof(out)) < 0) {
 			/* the caller is gone, or the connection: nothing to do either way */
 		}
-	}
-	return true;
-}
-
-/* ---- the handover gate (see fuse_io.h) ------------------------------------------------ */
-
-static atomic_bool holding;
-static atomic_int serving;                  /* threads between a request and their next read */
-static pthread_once_t serving_once = PTHREAD_ONCE_INIT;
-static pthread_key_t serving_key;           /* set while this thread serves a request */
-
-static void thread_done_serving(void *mark)
-{
-	if (mark)
-		atomic_fetch_sub(&serving, 1);
-}
-
-static void make_serving_key(void)
-{
-	pthread_key_create(&serving_key, thread_done_serving);
-}
-
-/* Never returns: the process is about to end, and whatever this thread holds (a request read
- * and not begun, a reply not committed) is its successor's to finish. */
-static void park(void)
-{
-	for (;;)
-		pause();
-}
-
-void sfs_fuse_io_begin(void)
-{
-	pthread_once(&serving_once, make_serving_key);
-	atomic_fetch_add(&serving, 1);
-	if (atomic_load(&holding)) {
-		atomic_fetch_sub(&serving, 1);
-		park();
-	}
-	pthread_setspecific(serving_key, (void *)1);
-}
-
-void sfs_fuse_io_end(void)
-{
-	pthread_once(&serving_once, make_serving_key);
-	if (pthread_getspecific(serving_key)) {
-		pthread_setspecific(serving_key, NULL);
-		atomic_fetch_sub(&serving, 1);
-	}
-	if (atomic_load(&holding))
-		park();
-}
-
-void sfs_fuse_io_hold(void)
-{
-	atomic_store(&holding, true);
-}
-
-bool sfs_fuse_io_quiet(int ms)
-{
-	for (int waited = 0; atomic_load(&serving) > 0; waited++) {
-		if (waited >= ms)
-			return false;
-		usleep(1000);
 	}
 	return true;
 }
@@ -177,14 +101,14 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *view)
 	const struct fuse_in_header *in = buf;
 	ssize_t n;
 
-	sfs_fuse_io_end(); /* the request this thread read before, if any, is done */
+	sfs_fuse_gate_end(); /* the request this thread read before, if any, is done */
 	fault_in_for_writes(io, buf, len);
 	while ((n = read(fd, buf, len)) > 0 && answered_failed(io, fd, buf, n))
 		;
 	if (n > 0) {
-		sfs_fuse_io_begin(); /* held: the kernel resends it to the successor */
+		sfs_fuse_gate_begin(); /* held: the kernel resends it to the successor */
 		if (n >= (ssize_t)sizeof(*in)) {
-			serving_unique = in->unique;
+			sfs_fuse_gate_set_unique(in->unique);
 			note_write(io, in, n);
 		}
 	}

@@ -1,7 +1,7 @@
 /* A view's requests over io_uring (see fuse_uring.h). */
 #define FUSE_USE_VERSION 314
 #include "fuse_uring.h"
-#include "fuse_io.h"
+#include "fuse_gate.h"
 #include "uring_entry.h"
 #include "util.h"
 
@@ -220,7 +220,7 @@ static void serve_request(struct entry *e)
 	e->replied = false;
 	/* a predecessor's request is one the kernel sent again, as FUSE_NOTIFY_RESEND would have
 	 * (bit 63): its change may have been made already (ops/intent.c) */
-	sfs_fuse_io_set_unique(e->orphan == in.unique ? in.unique | 1ULL << 63 : in.unique);
+	sfs_fuse_gate_set_unique(e->orphan == in.unique ? in.unique | 1ULL << 63 : in.unique);
 	serving = e;
 	fuse_session_process_buf(e->u->se, &buf);
 	serving = NULL;
@@ -398,7 +398,7 @@ static int first_command(struct entry *e)
 		return (rc = prep_cmd(e, CMD_REGISTER, 0)) ? rc : submit_cmd(e);
 	/* the predecessor's request: answered unless it was, then committed through the
 	 * predecessor's entry, which goes on serving with this thread */
-	sfs_fuse_io_begin();
+	sfs_fuse_gate_begin();
 	switch (atomic_load(&e->sh->replied)) {
 	case SFS_REPLY_NONE:
 		serve_request(e);
@@ -409,7 +409,7 @@ static int first_command(struct entry *e)
 	default: /* answered: only the commit is left */
 		break;
 	}
-	sfs_fuse_io_end();
+	sfs_fuse_gate_end();
 	e->orphan = 0;
 	if ((rc = prep_cmd(e, CMD_COMMIT_AND_FETCH, id)) || (rc = submit_cmd(e)))
 		return rc;
@@ -482,9 +482,9 @@ static void *entry_main(void *arg)
 		return NULL;
 	}
 	for (;;) {
-		sfs_fuse_io_begin();
+		sfs_fuse_gate_begin();
 		serve_request(e);
-		sfs_fuse_io_end();
+		sfs_fuse_gate_end();
 		if (!(rc = prep_cmd(e, CMD_COMMIT_AND_FETCH, e->hdr->ent.commit_id)))
 			rc = submit_and_wait(e);
 		if (rc < 0) {

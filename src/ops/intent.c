@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "fuse_io.h"
+#include "fuse_gate.h"
 #include "handover.h"
 #include "services.h"
 
@@ -54,7 +54,7 @@ static bool start(struct req *q, struct sfs_ho_intent *rec, const struct held *p
                   const struct held *np, int fd, int made_rc, int *rc)
 {
 	struct sfs_handover *ho = q->r.view->svc->ho;
-	uint64_t unique = sfs_fuse_io_unique();
+	uint64_t unique = sfs_fuse_gate_unique();
 	int slot;
 
 	rec->view = q->r.view->slot;
