@@ -222,7 +222,7 @@ _failover_with_a_system_log() {
 # for the successor. Through io_uring, a dead daemon's idle entries stayed in their queues as
 # long as their rings were open (the keeper shares the descriptor table), and each took a
 # request of its CPU that the kernel ended ECANCELED: 12 such requests in 12. Each entry now
-# leaves its queue as its thread dies (arm_tripwire in fuse_uring.c). The requests go out from
+# leaves its queue as its thread dies (arm_tripwire in fuse_uring_serve.c). The requests go out from
 # processes ready on each CPU as soon as every thread of the daemon has exited.
 test_failover_requests_made_while_no_daemon_serves_are_answered() {
 	mkimg gap
