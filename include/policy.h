@@ -47,9 +47,9 @@ struct sfs_policy {
 	int (*xattr)(const struct sfs_req *r, const char *name, enum sfs_xattr_op op);
 	/* Whether listxattr shows a name to this caller. */
 	bool (*xattr_visible)(const struct sfs_req *r, const char *name);
-	/* After a new entry name was made in the directory open as dirfd, with the mode the
-	 * caller asked for (before the umask). */
-	int (*created)(const struct sfs_req *r, int dirfd, const char *name, mode_t mode);
+	/* After a new object (open as fd, O_PATH) was made in the directory open as dirfd, named
+	 * or not (O_TMPFILE), with the mode the caller asked for (before the umask). */
+	int (*created)(const struct sfs_req *r, int dirfd, int fd, mode_t mode);
 	/* The backing refused with EACCES: may the call be repeated with DAC capabilities,
 	 * because the kernel has already allowed it by this view's rules? */
 	bool (*dac_retry)(const struct sfs_view *v);
@@ -113,7 +113,7 @@ bool sfs_policy_dirent_visible(const struct sfs_view *v, const struct sfs_node *
                                const char *name);
 int sfs_policy_xattr_gate(const struct sfs_req *r, const char *name, enum sfs_xattr_op op);
 bool sfs_policy_xattr_visible(const struct sfs_req *r, const char *name);
-int sfs_policy_created(const struct sfs_req *r, int dirfd, const char *name, mode_t mode);
+int sfs_policy_created(const struct sfs_req *r, int dirfd, int fd, mode_t mode);
 bool sfs_policy_dac_retry(const struct sfs_view *v);
 void sfs_policy_statfs(const struct sfs_req *r, struct statvfs *st);
 int sfs_policy_charge(const struct sfs_req *r, struct sfs_charge *c);

@@ -3,6 +3,7 @@
 #include "fuse_io.h"
 #include "fuse_gate.h"
 #include "fuse_uring.h"
+#include "fuse_adapt.h"
 
 #include <fcntl.h>
 #include <stddef.h>
@@ -111,6 +112,7 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *view)
 			sfs_fuse_gate_set_unique(in->unique);
 			note_write(io, in, n);
 		}
+		sfs_fuse_adapt(buf, n);
 	}
 
 	if (n >= (ssize_t)(sizeof(*in) + offsetof(struct fuse_init_in, flags) + 4) &&

@@ -1,6 +1,7 @@
 /* An io_uring entry's thread: its commands to the kernel (register, commit and fetch), and
  * the requests it hands to libfuse and whose replies it takes (see fuse_uring.h). */
 #define FUSE_USE_VERSION 314
+#include "fuse_adapt.h"
 #include "fuse_uring_int.h"
 #include "fuse_gate.h"
 
@@ -88,6 +89,7 @@ static void serve_request(struct entry *e)
 	start = e->payload - arg0 - sizeof(in);
 	memcpy(start, &in, sizeof(in));
 	memcpy(start + sizeof(in), e->hdr->op_in, arg0);
+	sfs_fuse_adapt(start, in.len);
 
 	struct fuse_buf buf = {.size = in.len, .mem = start};
 

@@ -70,26 +70,6 @@ static int lookup_at(struct req *q, struct sfs_node *dir, int dirfd, const char 
 	return entry_from_fd(q->r.view, dir, fd, e);
 }
 
-void dir_lock(struct sfs_view *v, const struct sfs_node *dir)
-{
-	sfs_dirlock_lock(&v->svc->dirlock, dir->dev, dir->ino);
-}
-
-void dir_unlock(struct sfs_view *v, const struct sfs_node *dir)
-{
-	sfs_dirlock_unlock(&v->svc->dirlock, dir->dev, dir->ino);
-}
-
-void dir_lock2(struct sfs_view *v, const struct sfs_node *a, const struct sfs_node *b)
-{
-	sfs_dirlock_lock2(&v->svc->dirlock, a->dev, a->ino, b->dev, b->ino);
-}
-
-void dir_unlock2(struct sfs_view *v, const struct sfs_node *a, const struct sfs_node *b)
-{
-	sfs_dirlock_unlock2(&v->svc->dirlock, a->dev, a->ino, b->dev, b->ino);
-}
-
 /* The backing's spelling of name in p (a casefold view whose directory index is warm knows
  * it, or that there is none, without asking the backing for the exact one first), entered.
  * *exact says whether it was name itself. */
@@ -264,25 +244,6 @@ void op_readlink(fuse_req_t req, fuse_ino_t ino)
 	req_reply_readlink(&q, n < 0 ? n : 0, buf);
 }
 
-/* The common tail of every call that makes a name: policies, the new node, the other
- * views told. */
-static int finish_create(struct req *q, struct held *p, const char *name, mode_t mode,
-                         struct fuse_entry_param *e)
-{
-	int rc = sfs_policy_created(&q->r, p->fd, name, mode);
-
-	if (!rc)
-		rc = lookup_at(q, p->node, p->fd, name, e);
-	/* a change a predecessor made was counted by the successor's scan */
-	if (!rc && !q->replayed)
-		sfs_quota_created(req_ledger(q), sfs_node_of(q->r.view, e->ino), &e->attr, p->node,
-		                  p->fd);
-	sfs_quota_sync(req_ledger(q), p->node, NULL, p->fd); /* the directory may have grown */
-	sfs_coh_name(q->r.view, p->node, name);
-	sfs_coh_attr(q->r.view, p->node);
-	return rc;
-}
-
 int begin_dir_change(struct req *q, fuse_req_t req, fuse_ino_t parent, const char *name,
                      bool create, struct held **p)
 {
@@ -295,25 +256,6 @@ int begin_dir_change(struct req *q, fuse_req_t req, fuse_ino_t parent, const cha
 	if ((rc = req_hold(q, parent, p)))
 		return rc;
 	return sfs_policy_name(q->r.view, (*p)->node, name, create);
-}
-
-/* The backing's spelling of a name the kernel sent: in casefold views the caller may have
- * used another one (the kernel keeps the dentry it looked up). Returns name or buf. */
-const char *backing_spelling(struct req *q, struct held *p, const char *name, char *buf,
-                             size_t len)
-{
-	return sfs_policy_resolve(q->r.view, p->node, p->fd, name, buf, len) == 0 ? buf : name;
-}
-
-/* A new name must not join a class that already has a member under another spelling. */
-static int check_new_name(struct req *q, struct held *p, const char *name)
-{
-	char other[NAME_MAX + 1];
-
-	if (sfs_policy_resolve(q->r.view, p->node, p->fd, name, other, sizeof(other)) == 0 &&
-	    strcmp(other, name))
-		return -EEXIST;
-	return 0;
 }
 
 /* A new object costs an inode, charged to the caller and to the group it will get (the
@@ -334,6 +276,17 @@ int reserve_new(struct req *q, struct held *p, enum make_kind kind, const char *
 	return req_reserve(q, q->r.ctx->uid, gid, bytes, 1);
 }
 
+/* An object with no name (an O_TMPFILE file) is not in the ledger (contract 5.4): its first
+ * name brings its inode and blocks in, reserved like a new object's. */
+static int reserve_unlinked(struct req *q, struct held *h)
+{
+	struct stat st;
+
+	if (!q->r.view->prof->limits || stat_fd(h->fd, &st) || st.st_nlink > 0)
+		return 0;
+	return req_reserve(q, st.st_uid, st.st_gid, (int64_t)st.st_blocks * 512, 1);
+}
+
 static int make_at(struct req *q, struct held *p, const char *name, enum make_kind kind,
                    mode_t mode, dev_t rdev, const char *target)
 {
@@ -350,26 +303,19 @@ static int make_at(struct req *q, struct held *p, const char *name, enum make_ki
 static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name, enum make_kind kind,
                        mode_t mode, dev_t rdev, const char *target)
 {
-	struct sfs_view *v;
 	struct fuse_entry_param e;
-	struct held *p;
+	struct change c = {.kind = CHANGE_MAKE, .asked = name};
 	struct req q;
 	int rc;
 
-	if ((rc = begin_dir_change(&q, req, parent, name, true, &p)) ||
-	    (rc = check_new_name(&q, p, name)) || (rc = reserve_new(&q, p, kind, target)))
+	if ((rc = begin_dir_change(&q, req, parent, name, true, &c.dir)) ||
+	    (rc = reserve_new(&q, c.dir, kind, target)))
 		goto out;
-	v = q.r.view;
-	dir_lock(v, p->node);
-	if (!intent_start(&q, SFS_HO_MAKE, p, name, NULL, NULL, 0, 0, &rc)) {
-		rc = make_at(&q, p, name, kind, mode, rdev, target);
-		intent_done(&q, rc);
-		if (!rc)
-			sfs_names_added(v, p->node, name);
-	}
-	dir_unlock(v, p->node);
+	if (change_begin(&q, &c, &rc))
+		rc = make_at(&q, c.dir, c.name, kind, mode, rdev, target);
+	change_done(&q, &c, rc);
 	if (!rc)
-		rc = finish_create(&q, p, name, mode, &e);
+		rc = change_entry(&q, &c, -1, mode, &e);
 out:
 	req_reply_entry(&q, rc, &e);
 }
@@ -389,98 +335,17 @@ void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char 
 	make_entry(req, parent, name, MAKE_SYMLINK, S_IFLNK | 0777, 0, link);
 }
 
-/* An object a request may unlink or replace: held open (O_PATH) across the change, so that
- * the ledger learns afterwards whether its last link went. */
-struct victim {
-	int fd;
-	struct sfs_node *node; /* if the table knows it; the caller's view holds a lookup on it
-	                          while the kernel is inside unlink/rename of it */
-	struct sfs_nodeq was;
-	struct stat st;
-};
-
-static void victim_open(struct sfs_view *v, struct held *dir, const char *name, struct victim *vi)
-{
-	int dirfd = dir->fd;
-
-	vi->fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	if (vi->fd < 0 || fstat(vi->fd, &vi->st) < 0) {
-		vi->st.st_mode = 0;
-		vi->node = NULL;
-		return;
-	}
-	vi->node = sfs_itab_find(&v->svc->itab, vi->st.st_dev, vi->st.st_ino);
-	sfs_quota_node_init(&vi->was, &vi->st);
-	vi->was.rmask = sfs_quota_mask(&v->svc->quota, dir->node, dirfd);
-}
-
-/* After the change: the victim's node if its last link went with it (the other views are then
- * told it is deleted, coherence.h), else NULL. Before victim_close. */
-static struct sfs_node *victim_gone(const struct victim *vi)
-{
-	struct stat st;
-
-	return vi->fd >= 0 && vi->node && fstat(vi->fd, &st) == 0 && st.st_nlink == 0 ? vi->node
-	                                                                               : NULL;
-}
-
-/* After the change (done or not): the ledger follows, the descriptor goes. */
-static void victim_close(struct sfs_view *v, struct victim *vi)
-{
-	if (vi->fd < 0)
-		return;
-	sfs_quota_sync(&v->svc->quota, vi->node, &vi->was, vi->fd);
-	close(vi->fd);
-	vi->fd = -1;
-}
-
-/* After a change made under another spelling than the backing's, the caller's own view may
- * still hold the backing spelling's dentry; it is dropped from another thread, as a handler
- * must not invalidate entries of its own directory. */
-static void drop_own_spelling(struct req *q, struct held *p, const char *asked,
-                              const char *actual)
-{
-	if (asked != actual)
-		sfs_coh_own_entry(q->r.view, p->node, actual);
-}
-
 static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, int flags)
 {
-	struct victim vi = {.fd = -1};
-	char buf[NAME_MAX + 1];
-	struct sfs_node *gone;
-	const char *actual;
-	struct sfs_view *v;
-	struct held *p;
+	struct change c = {.kind = CHANGE_REMOVE, .asked = name};
 	struct req q;
 	int rc;
 
-	if ((rc = begin_dir_change(&q, req, parent, name, false, &p)))
+	if ((rc = begin_dir_change(&q, req, parent, name, false, &c.dir)))
 		goto out;
-	v = q.r.view;
-	actual = backing_spelling(&q, p, name, buf, sizeof(buf));
-	dir_lock(v, p->node);
-	victim_open(v, p, actual, &vi);
-	if (!intent_start(&q, SFS_HO_REMOVE, p, actual, NULL, NULL, vi.st.st_mode ? vi.st.st_ino : 0,
-	                  0, &rc)) {
-		rc = BACKING(&q.r, unlinkat(p->fd, actual, flags));
-		intent_done(&q, rc);
-		if (!rc) {
-			sfs_names_removed(v, p->node, actual);
-			if (S_ISDIR(vi.st.st_mode))
-				sfs_names_dir_gone(v->svc, vi.st.st_dev, vi.st.st_ino);
-		}
-	}
-	dir_unlock(v, p->node);
-	gone = rc ? NULL : victim_gone(&vi);
-	victim_close(v, &vi);
-	if (!rc) {
-		sfs_coh_removed(v, p->node, actual, gone);
-		sfs_coh_attr(v, p->node);
-		if (vi.node)
-			sfs_coh_attr(v, vi.node);
-		drop_own_spelling(&q, p, name, actual);
-	}
+	if (change_begin(&q, &c, &rc))
+		rc = BACKING(&q.r, unlinkat(c.dir->fd, c.name, flags));
+	change_done(&q, &c, rc);
 out:
 	req_reply_err(&q, rc);
 }
@@ -498,22 +363,21 @@ void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 /* What the kernel checked before a rename on a noacl view, by mode bits, redone on the
  * objects under the names now: the kernel saw them through its caches, and another view may
  * have put something else there since. */
-static bool rename_allowed_by_modes(struct held *p, const struct victim *moved, struct held *np,
-                                    const struct victim *victim, unsigned int flags)
+static bool rename_allowed_by_modes(const struct change *c)
 {
 	struct stat ps, nps;
 
-	if (fstat(p->fd, &ps) < 0 || fstat(np->fd, &nps) < 0)
+	if (fstat(c->dir->fd, &ps) < 0 || fstat(c->dir2->fd, &nps) < 0)
 		return false;
 	if (!sfs_mode_allows(&ps, W_OK | X_OK) || !sfs_mode_allows(&nps, W_OK | X_OK))
 		return false;
-	if (p->node == np->node)
+	if (c->dir->node == c->dir2->node)
 		return true;
 	/* a directory changing parent has its ".." rewritten */
-	if (S_ISDIR(moved->st.st_mode) && !sfs_mode_allows(&moved->st, W_OK))
+	if (S_ISDIR(c->obj.st.st_mode) && !sfs_mode_allows(&c->obj.st, W_OK))
 		return false;
-	return !(flags & RENAME_EXCHANGE) || !S_ISDIR(victim->st.st_mode) ||
-	       sfs_mode_allows(&victim->st, W_OK);
+	return !(c->flags & RENAME_EXCHANGE) || !S_ISDIR(c->obj2.st.st_mode) ||
+	       sfs_mode_allows(&c->obj2.st, W_OK);
 }
 
 static bool same_object_at(int dirfd, const char *name, const struct stat *was)
@@ -528,24 +392,23 @@ static bool same_object_at(int dirfd, const char *name, const struct stat *was)
  * with DAC capabilities only if the mode bits allow it on what is there now (not only on
  * what the kernel saw). Should another swap have slipped in between that check and the
  * call, the checked objects are not the ones moved: the move is undone and refused. */
-static int rename_as_caller(struct req *q, struct held *p, const char *from,
-                            const struct victim *moved, struct held *np, const char *to,
-                            const struct victim *victim, unsigned int flags)
+static int rename_as_caller(struct req *q, const struct change *c)
 {
-	int rc = renameat2(p->fd, from, np->fd, to, flags) < 0 ? -errno : 0;
+	int from = c->dir->fd, to = c->dir2->fd;
+	int rc = renameat2(from, c->name, to, c->name2, c->flags) < 0 ? -errno : 0;
 	bool same;
 
-	if (rc != -EACCES || !sfs_policy_dac_retry(q->r.view) || !moved->st.st_mode ||
-	    !rename_allowed_by_modes(p, moved, np, victim, flags))
+	if (rc != -EACCES || !sfs_policy_dac_retry(q->r.view) || !c->obj.st.st_mode ||
+	    !rename_allowed_by_modes(c))
 		return rc;
 	sfs_priv_begin(SFS_PRIV_DAC);
-	rc = renameat2(p->fd, from, np->fd, to, flags) < 0 ? -errno : 0;
-	same = rc || (same_object_at(np->fd, to, &moved->st) &&
-	              (!(flags & RENAME_EXCHANGE) || !victim->st.st_mode ||
-	               same_object_at(p->fd, from, &victim->st)));
+	rc = renameat2(from, c->name, to, c->name2, c->flags) < 0 ? -errno : 0;
+	same = rc || (same_object_at(to, c->name2, &c->obj.st) &&
+	              (!(c->flags & RENAME_EXCHANGE) || !c->obj2.st.st_mode ||
+	               same_object_at(from, c->name, &c->obj2.st)));
 	if (!same) {
-		unsigned int back = flags & RENAME_EXCHANGE ? RENAME_EXCHANGE : RENAME_NOREPLACE;
-		if (renameat2(np->fd, to, p->fd, from, back) < 0)
+		unsigned int back = c->flags & RENAME_EXCHANGE ? RENAME_EXCHANGE : RENAME_NOREPLACE;
+		if (renameat2(to, c->name2, from, c->name, back) < 0)
 			syslog(LOG_WARNING, "%s: a rename raced with another view and could not be "
 			       "undone: %m", q->r.view->mountpoint);
 		rc = -EACCES;
@@ -576,97 +439,49 @@ static int begin_rename(struct req *q, fuse_req_t req, fuse_ino_t parent, const 
 void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
                const char *newname, unsigned int flags)
 {
-	struct victim moved = {.fd = -1}, victim = {.fd = -1};
-	char buf[NAME_MAX + 1], nbuf[NAME_MAX + 1];
-	struct sfs_node *gone;
-	struct held *p, *np;
-	const char *from, *to;
-	struct sfs_view *v;
+	struct change c = {.kind = CHANGE_RENAME, .flags = flags, .asked = name, .asked2 = newname};
 	struct req q;
 	int rc;
 
-	if ((rc = begin_rename(&q, req, parent, name, newparent, newname, &p, &np)))
+	if ((rc = begin_rename(&q, req, parent, name, newparent, newname, &c.dir, &c.dir2)))
 		goto out;
-	v = q.r.view;
 	/* the source in the backing's spelling; a target whose class has a member under another
 	 * spelling replaces that member, as on casefold ext4 */
-	from = backing_spelling(&q, p, name, buf, sizeof(buf));
-	to = backing_spelling(&q, np, newname, nbuf, sizeof(nbuf));
-	dir_lock2(v, p->node, np->node);
-	victim_open(v, p, from, &moved);
-	victim_open(v, np, to, &victim);
-	if (!intent_start(&q, flags & RENAME_EXCHANGE ? SFS_HO_EXCHANGE : SFS_HO_RENAME, p, from, np,
-	                  to, moved.st.st_mode ? moved.st.st_ino : 0,
-	                  victim.st.st_mode ? victim.st.st_ino : 0, &rc)) {
-		rc = rename_as_caller(&q, p, from, &moved, np, to, &victim, flags);
-		intent_done(&q, rc);
-	}
-	if (!rc && !(flags & RENAME_EXCHANGE) && !q.replayed) {
-		if (S_ISDIR(victim.st.st_mode) && !(flags & RENAME_NOREPLACE))
-			sfs_names_dir_gone(v->svc, victim.st.st_dev, victim.st.st_ino);
-		sfs_names_renamed(v, p->node, from, np->node, to);
-		if (flags & RENAME_WHITEOUT)
-			sfs_names_added(v, p->node, from);
-	}
-	dir_unlock2(v, p->node, np->node);
-	gone = rc || (flags & RENAME_EXCHANGE) ? NULL : victim_gone(&victim);
-	victim_close(v, &moved);
-	victim_close(v, &victim);
-	if (!rc) {
-		sfs_quota_sync(req_ledger(&q), np->node, NULL, np->fd); /* it may have grown */
-		sfs_coh_name(v, p->node, from);
-		sfs_coh_removed(v, np->node, to, gone);
-		drop_own_spelling(&q, p, name, from);
-		drop_own_spelling(&q, np, newname, to);
-		sfs_coh_attr(v, p->node);
-		if (np->node != p->node)
-			sfs_coh_attr(v, np->node);
-		if (moved.node)
-			sfs_coh_attr(v, moved.node);
-		if (victim.node)
-			sfs_coh_attr(v, victim.node);
-	}
+	if (change_begin(&q, &c, &rc))
+		rc = rename_as_caller(&q, &c);
+	change_done(&q, &c, rc);
 out:
 	req_reply_err(&q, rc);
 }
 
+/* A name for an existing object, an O_TMPFILE file's first one included (its node then
+ * enters the ledger, which may refuse it: the blocks it holds join the caller's usage). */
 void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
 	struct fuse_entry_param e;
-	struct sfs_view *v;
-	struct held *h, *np;
+	struct change c = {.kind = CHANGE_LINK, .asked = newname};
 	struct req q;
 	char path[40];
 	int rc;
 
 	if ((rc = req_begin_change(&q, req)))
 		goto out;
-	v = q.r.view;
 	rc = -EINVAL;
 	if (!valid_name(newname))
 		goto out;
-	if ((rc = req_hold(&q, ino, &h)) || (rc = req_hold(&q, newparent, &np)) ||
-	    (rc = sfs_policy_name(v, np->node, newname, true)) ||
-	    (rc = check_new_name(&q, np, newname)) ||
-	    (rc = sfs_quota_may_move(req_ledger(&q), h->node, h->fd, np->node, np->fd)))
+	if ((rc = req_hold(&q, ino, &c.linked)) || (rc = req_hold(&q, newparent, &c.dir)) ||
+	    (rc = sfs_policy_name(q.r.view, c.dir->node, newname, true)) ||
+	    (rc = sfs_quota_may_move(req_ledger(&q), c.linked->node, c.linked->fd, c.dir->node,
+	                             c.dir->fd)) ||
+	    (rc = reserve_unlinked(&q, c.linked)))
 		goto out;
-	fd_path(path, h->fd);
+	fd_path(path, c.linked->fd);
 	/* The magic link lands on the node itself, symlinks included, and never follows on. */
-	dir_lock(v, np->node);
-	if (!intent_start(&q, SFS_HO_MAKE, np, newname, NULL, NULL, 0, 0, &rc)) {
-		rc = BACKING(&q.r, linkat(AT_FDCWD, path, np->fd, newname, AT_SYMLINK_FOLLOW));
-		intent_done(&q, rc);
-		if (!rc)
-			sfs_names_added(v, np->node, newname);
-	}
-	dir_unlock(v, np->node);
-	if (!rc) {
-		rc = lookup_at(&q, np->node, np->fd, newname, &e);
-		sfs_quota_sync(req_ledger(&q), np->node, NULL, np->fd); /* it may have grown */
-		sfs_coh_name(v, np->node, newname);
-		sfs_coh_attr(v, np->node);
-		sfs_coh_attr(v, h->node);
-	}
+	if (change_begin(&q, &c, &rc))
+		rc = BACKING(&q.r, linkat(AT_FDCWD, path, c.dir->fd, c.name, AT_SYMLINK_FOLLOW));
+	change_done(&q, &c, rc);
+	if (!rc)
+		rc = change_entry(&q, &c, -1, 0, &e);
 out:
 	req_reply_entry(&q, rc, &e);
 }

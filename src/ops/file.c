@@ -260,7 +260,7 @@ static int reopen_in_view(struct req *q, struct sfs_node *node, int fd, int flag
 
 	if ((flags & O_ACCMODE) == O_WRONLY)
 		return fd;
-	flags = open_flags_for_backing(v, flags) & ~O_TRUNC;
+	flags = open_flags_for_backing(v, flags) & ~(O_TRUNC | O_TMPFILE);
 	sfs_priv_begin(SFS_PRIV_SEARCH);
 	nfd = sfs_node_open(node, v->clone.fd, flags | O_NOFOLLOW);
 	sfs_priv_end();
@@ -270,84 +270,88 @@ static int reopen_in_view(struct req *q, struct sfs_node *node, int fd, int flag
 	return nfd;
 }
 
-/* Creates name in p exclusively, or opens what another view made there since the kernel's
- * lookup (open(2) without O_EXCL would). *made says which. Returns the fd or -errno. */
-static int create_or_open(struct req *q, struct held *p, const char *name, mode_t mode,
-                          int flags, bool excl, bool *made)
+/* Creates the name exclusively, or opens what another view made there since the kernel's
+ * lookup (open(2) without O_EXCL would); c->made says which. Returns the fd or -errno. */
+static int create_or_open(struct req *q, struct change *c, mode_t mode, int flags, bool excl)
 {
-	struct sfs_view *v = q->r.view;
 	int fd;
 
-	dir_lock(v, p->node);
-	if (intent_start(q, SFS_HO_MAKE, p, name, NULL, NULL, 0, 0, &fd)) {
-		/* the predecessor made it, and the kernel never had its answer */
-		if (!fd)
-			fd = open_raced(p->fd, name, flags & ~O_TRUNC);
-	} else {
-		fd = BACKING(&q->r, openat(p->fd, name, flags | O_CREAT | O_EXCL, mode));
-		intent_done(q, fd < 0 ? fd : 0);
-		if (fd >= 0)
-			sfs_names_added(v, p->node, name);
-	}
-	dir_unlock(v, p->node);
-	*made = fd >= 0;
+	if (change_begin(q, c, &fd))
+		fd = BACKING(&q->r, openat(c->dir->fd, c->name, flags | O_CREAT | O_EXCL, mode));
+	else if (!fd) /* the predecessor made it, and the kernel never had its answer */
+		fd = open_raced(c->dir->fd, c->name, flags & ~O_TRUNC);
+	change_done(q, c, fd < 0 ? fd : 0);
 	if (fd == -EEXIST && !excl)
-		fd = open_raced(p->fd, name, flags);
+		fd = open_raced(c->dir->fd, c->name, flags);
 	return fd;
 }
 
-/* The new (or raced) file into the table and the ledger, the other views told. */
-static int enter_created(struct req *q, struct held *p, const char *name, int fd, bool made,
-                         struct fuse_entry_param *e, struct sfs_node **node)
+/* The open file of a created (or raced, or O_TMPFILE) file: its node entered, its descriptor
+ * moved to the view's clone, handed to the kernel. Takes fd. */
+static int open_created(struct req *q, struct change *c, int fd, mode_t mode,
+                        struct fuse_entry_param *e, struct fuse_file_info *fi)
 {
-	char path[40];
+	struct sfs_node *node;
 	int rc;
 
-	fd_path(path, fd);
-	rc = open(path, O_PATH | O_CLOEXEC);
-	rc = rc < 0 ? -errno : entry_from_fd(q->r.view, p->node, rc, e);
-	*node = rc ? NULL : sfs_node_of(q->r.view, e->ino);
-	if (*node && made && !q->replayed)
-		sfs_quota_created(req_ledger(q), *node, &e->attr, p->node, p->fd);
-	else if (*node)
-		sfs_quota_sync(req_ledger(q), *node, NULL, fd); /* O_TRUNC */
-	sfs_quota_sync(req_ledger(q), p->node, NULL, p->fd); /* the directory may have grown */
-	sfs_coh_name(q->r.view, p->node, name);
-	sfs_coh_attr(q->r.view, p->node);
-	return rc;
+	if ((rc = change_entry(q, c, fd, mode, e))) {
+		close(fd);
+		return rc;
+	}
+	if (!(node = sfs_node_of(q->r.view, e->ino))) {
+		close(fd);
+		return -ESTALE;
+	}
+	fd = reopen_in_view(q, node, fd, fi->flags);
+	if ((rc = new_file(q->r.view, node, fd, &e->attr, fi)))
+		return rc; /* new_file closed fd */
+	e->attr_timeout = attr_timeout_of(q->r.view, node);
+	return 0;
+}
+
+/* FUSE_TMPFILE, which the transport hands over as a CREATE of "/" (fuse_io.h): a file with
+ * no name in the directory, open, counted by the ledger once it gets a name (op_link). */
+static void create_tmpfile(struct req *q, fuse_ino_t parent, mode_t mode,
+                           struct fuse_file_info *fi)
+{
+	struct fuse_entry_param e = {0};
+	struct change c = {.kind = CHANGE_TMPFILE, .made = true};
+	int flags = (open_flags_for_backing(q->r.view, fi->flags) & ~(O_TRUNC | O_TMPFILE)) |
+	            (fi->flags & O_EXCL) | O_TMPFILE; /* O_EXCL: never to be linked */
+	int rc, fd;
+
+	if (!(rc = req_hold(q, parent, &c.dir)) && !(rc = reserve_new(q, c.dir, MAKE_NODE, NULL))) {
+		fd = BACKING(&q->r, openat(c.dir->fd, ".", flags, mode));
+		rc = fd < 0 ? fd : open_created(q, &c, fd, mode, &e, fi);
+	}
+	if (req_reply_create(q, rc, &e, fi) < 0 && !rc) {
+		drop_file(q->r.view, file_in(q->r.view, fi));
+		forget_one(q->r.view, e.ino);
+	}
 }
 
 void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
                struct fuse_file_info *fi)
 {
 	struct fuse_entry_param e = {0};
-	struct sfs_node *node = NULL;
-	char buf[NAME_MAX + 1];
-	struct held *p;
+	struct change c = {.kind = CHANGE_MAKE, .asked = name};
 	struct req q;
-	bool made;
-	int fd = -1, rc;
+	int fd, rc;
 
-	if ((rc = begin_dir_change(&q, req, parent, name, true, &p)) ||
-	    (rc = reserve_new(&q, p, MAKE_NODE, NULL)))
-		goto out;
-	/* the name, or the member of its class that exists under another spelling */
-	name = backing_spelling(&q, p, name, buf, sizeof(buf));
-	fd = create_or_open(&q, p, name, mode, open_flags_for_backing(q.r.view, fi->flags) | O_NOFOLLOW,
-	                    fi->flags & O_EXCL, &made);
-	if ((rc = fd < 0 ? fd : 0) || (made && (rc = sfs_policy_created(&q.r, p->fd, name, mode))))
-		goto out;
-	rc = enter_created(&q, p, name, fd, made, &e, &node);
-	if (!rc)
-		fd = reopen_in_view(&q, node, fd, fi->flags);
-	if (!rc) {
-		rc = new_file(q.r.view, node, fd, &e.attr, fi);
-		fd = -1; /* the open file has it, or it is closed */
-		e.attr_timeout = attr_timeout_of(q.r.view, node);
+	if (!strcmp(name, "/")) {
+		if ((rc = req_begin_change(&q, req)))
+			req_reply_err(&q, rc);
+		else
+			create_tmpfile(&q, parent, mode, fi);
+		return;
 	}
+	if ((rc = begin_dir_change(&q, req, parent, name, true, &c.dir)) ||
+	    (rc = reserve_new(&q, c.dir, MAKE_NODE, NULL)))
+		goto out;
+	fd = create_or_open(&q, &c, mode, open_flags_for_backing(q.r.view, fi->flags) | O_NOFOLLOW,
+	                    fi->flags & O_EXCL);
+	rc = fd < 0 ? fd : open_created(&q, &c, fd, mode, &e, fi);
 out:
-	if (rc && fd >= 0)
-		close(fd);
 	if (req_reply_create(&q, rc, &e, fi) < 0 && !rc) {
 		drop_file(q.r.view, file_in(q.r.view, fi)); /* unpins before the forget */
 		forget_one(q.r.view, e.ino);

@@ -252,12 +252,56 @@ static inline struct sfs_dir *dir_of(fuse_req_t req, const struct fuse_file_info
 	return sfs_ho_file_object(v->svc->ho, fi->fh, SFS_HO_DIR);
 }
 
-/* A change of a directory's entries is made under its change lock (dirlock.h), through any
- * view, casefold or not: the fold indexes (names.c) follow the changes in their order. */
+/* ---- change.c: the frame of every change of names --------------------------------------
+ * A handler that makes, removes, renames or links a name fills a struct change, calls
+ * change_begin, makes its one backing call if that returns true, and hands the result to
+ * change_done; one whose change made or named an object then enters it with change_entry.
+ * The frame takes the directory change locks (dirlock.h) in their order, holds the objects
+ * under the names, records the intent (intent.c), and after the call updates the fold
+ * indexes (names.c) under the locks, brings the ledger up to date and queues the notices for
+ * the other views (coherence.h). An O_TMPFILE file changes no names: it enters through
+ * change_entry alone, and through a CHANGE_LINK when it gets its first one. */
+enum change_kind { CHANGE_MAKE, CHANGE_LINK, CHANGE_REMOVE, CHANGE_RENAME, CHANGE_TMPFILE };
+
+/* An object under a name, held (O_PATH) across the change, so that the ledger and the other
+ * views learn afterwards what became of it. */
+struct change_obj {
+	int fd;
+	struct sfs_node *node; /* if the table knows it */
+	struct sfs_nodeq was;
+	struct stat st;
+};
+
+struct change {
+	/* Filled by the handler: */
+	enum change_kind kind;
+	unsigned int flags;        /* CHANGE_RENAME: renameat2's */
+	struct held *dir, *dir2;   /* dir2: a rename's target directory, else NULL */
+	const char *asked, *asked2; /* the names as the kernel sent them */
+	struct held *linked;       /* CHANGE_LINK: the object given a name */
+	/* Filled by the frame: */
+	const char *name, *name2;  /* the names in the backing's spelling */
+	char buf[NAME_MAX + 1], buf2[NAME_MAX + 1];
+	struct change_obj obj;     /* under name: what is removed or moved */
+	struct change_obj obj2;    /* under name2: what is replaced or exchanged */
+	bool made;                 /* the change was made (change_done's rc was 0) */
+};
+
+/* Begins the change: true when the handler is to make the backing call; false for a request
+ * a predecessor answered already (a failover), *rc its result. */
+bool change_begin(struct req *q, struct change *c, int *rc);
+/* Settles the change after the backing call's result rc (0 or -errno). */
+void change_done(struct req *q, struct change *c, int rc);
+/* Enters the object the change made or named into the table and the entry e: fd's object
+ * when fd >= 0 (a created or O_TMPFILE file's open descriptor), else what is under the name.
+ * A new object is settled by the policies (mode: as asked) and counted by the ledger. */
+int change_entry(struct req *q, struct change *c, int fd, mode_t mode,
+                 struct fuse_entry_param *e);
+/* The directory change lock of one directory, for what reads a directory's names whole. */
 void dir_lock(struct sfs_view *v, const struct sfs_node *dir);
 void dir_unlock(struct sfs_view *v, const struct sfs_node *dir);
-void dir_lock2(struct sfs_view *v, const struct sfs_node *a, const struct sfs_node *b);
-void dir_unlock2(struct sfs_view *v, const struct sfs_node *a, const struct sfs_node *b);
+const char *backing_spelling(struct req *q, struct held *p, const char *name, char *buf,
+                             size_t len);
 
 /* ---- dir.c: names ----------------------------------------------------------------------- */
 
@@ -267,8 +311,6 @@ int entry_from_fd(struct sfs_view *v, struct sfs_node *parent, int fd, struct fu
 /* The prologue of every call that makes or removes a name in a directory. */
 int begin_dir_change(struct req *q, fuse_req_t req, fuse_ino_t parent, const char *name,
                      bool create, struct held **p);
-const char *backing_spelling(struct req *q, struct held *p, const char *name, char *buf,
-                             size_t len);
 enum make_kind { MAKE_NODE, MAKE_DIR, MAKE_SYMLINK };
 int reserve_new(struct req *q, struct held *p, enum make_kind kind, const char *target);
 

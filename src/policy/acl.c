@@ -57,19 +57,16 @@ static bool dir_has_default_acl(int dirfd)
 
 /* The backing inherited the parent's default ACL (ext4 always has ACLs on); a noacl view
  * gives the new entry no ACL and mode & ~umask, as ext4 mounted noacl would. */
-static int acl_created(const struct sfs_req *r, int dirfd, const char *name, mode_t mode)
+static int acl_created(const struct sfs_req *r, int dirfd, int fd, mode_t mode)
 {
 	char path[40];
 	struct stat st;
-	int fd, rc = 0;
+	int rc = 0;
 
 	if (r->view->prof->opts.acl || !dir_has_default_acl(dirfd))
 		return 0;
-	fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
 	if (fstat(fd, &st) < 0 || S_ISLNK(st.st_mode))
-		goto out;
+		return 0;
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	if (removexattr(path, ACL_ACCESS) < 0 && errno != ENODATA)
 		rc = -errno;
@@ -85,8 +82,6 @@ static int acl_created(const struct sfs_req *r, int dirfd, const char *name, mod
 			rc = -errno;
 		sfs_priv_end();
 	}
-out:
-	close(fd);
 	return rc;
 }
 

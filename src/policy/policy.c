@@ -60,10 +60,10 @@ bool sfs_policy_xattr_visible(const struct sfs_req *r, const char *name)
 	return true;
 }
 
-int sfs_policy_created(const struct sfs_req *r, int dirfd, const char *name, mode_t mode)
+int sfs_policy_created(const struct sfs_req *r, int dirfd, int fd, mode_t mode)
 {
 	EACH(p) {
-		int rc = (*p)->created ? (*p)->created(r, dirfd, name, mode) : 0;
+		int rc = (*p)->created ? (*p)->created(r, dirfd, fd, mode) : 0;
 		if (rc)
 			return rc;
 	}
