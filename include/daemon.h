@@ -12,6 +12,7 @@
 #include "backing.h"
 #include "handover.h"
 #include "keeper.h"
+#include "openfiles.h"
 #include "options.h"
 #include "services.h"
 #include "view.h"
@@ -55,6 +56,7 @@ struct sfs_daemon {
 	/* Views that outlive the daemon (contract §6, "Failover"): the state a successor takes
 	 * over, the keeper that starts it, and what the keeper execs. */
 	struct sfs_handover ho;
+	struct sfs_openfiles files;      /* its records are in ho's memory */
 	struct sfs_keeper keeper;
 	char binary[PATH_MAX];
 	char state_arg[16];

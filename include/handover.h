@@ -6,9 +6,7 @@
  * - the daemon's record and each view's are written twice over (the older copy first), each
  *   copy with a sequence number and a checksum, so a crash in the middle of a write leaves the
  *   previous copy whole;
- * - an open file's record is published last (its checksum, then its live word), so a crash
- *   before that leaves no record, only a descriptor the successor closes: the kernel had no
- *   answer yet and sends the open again (FUSE_NOTIFY_RESEND);
+ * - the open-file table's records (openfiles.h) are kept here, and published by that table;
  * - a lookup count is one 64-bit store, made before the answer is sent.
  * The layout is this binary's; a successor refuses a state of another version. */
 #ifndef SFS_HANDOVER_H
@@ -21,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "openfiles.h"
 #include "options.h"
 
 #define SFS_HO_VERSION 1
@@ -84,37 +83,6 @@ struct sfs_ho_view {
 	struct sfs_opts opts;
 };
 
-/* SFS_HO_RELEASING: released, the answer not yet sent: the kernel may send the RELEASE again,
- * so the slot is not handed out before it has had the answer. */
-enum sfs_ho_kind { SFS_HO_FILE = 1, SFS_HO_DIR = 2, SFS_HO_RELEASING = 3,
-                   SFS_HO_LOCK = 4 /* a lock owner's description of a file (locks.h) */ };
-
-#define SFS_HO_WRITES 1u          /* open for writing */
-#define SFS_HO_PT_NOBODY 2u       /* its passthrough backing file was registered as nobody */
-#define SFS_HO_PT_ATIME 4u        /* reads through it move the atime */
-#define SFS_HO_CACHED 8u          /* the view's kernel may keep pages it read */
-#define SFS_HO_FLOCK 16u          /* SFS_HO_LOCK: it holds flock locks, not fcntl ones */
-
-/* An open file or directory: the kernel knows it by its slot (fuse_file_info.fh). */
-struct sfs_ho_file {
-	_Atomic uint32_t live;        /* 0, or enum sfs_ho_kind once the record is whole */
-	uint32_t view;
-	int32_t fd;
-	_Atomic int32_t twin;         /* see struct sfs_file; -1 for none */
-	int32_t backing;              /* passthrough backing id, 0 for none */
-	uint32_t flags;               /* SFS_HO_* */
-	uint64_t node;                /* node id */
-	uint64_t dev, ino;            /* what fd must be */
-	uint32_t key_uid, key_gid;    /* whose credentials the backing file has */
-	uint64_t key_groups;
-	/* SFS_HO_LOCK: the view's lock owner, the fh it came through last, and the process that
-	 * set its newest lock */
-	uint64_t owner;
-	uint32_t fh;
-	int32_t pid;
-	uint64_t check;
-};
-
 #define SFS_HO_INTENTS 4096      /* namespace changes in progress at once */
 
 enum sfs_ho_intent_state { SFS_HO_BEGUN = 1, SFS_HO_DONE = 2 };
@@ -159,11 +127,6 @@ struct sfs_handover {
 	pthread_mutex_t intents_lock;
 	uint32_t *free_intents;
 	size_t nfree_intents, next_intent;
-	/* open file slots: this process's objects, and the free ones */
-	pthread_mutex_t files_lock;
-	void **objects;               /* SFS_HO_FILES, allocated */
-	uint32_t *free_slots;
-	size_t nfree, next_slot;
 };
 
 /* A new, empty state (a first daemon). Returns 0 or -errno. */
@@ -184,28 +147,10 @@ void sfs_ho_drop_view(struct sfs_handover *h, uint32_t slot);
 /* Copies the valid record of slot into out: true, or false when it has none. */
 bool sfs_ho_read_view(struct sfs_handover *h, uint32_t slot, struct sfs_ho_view *out);
 
-/* Open files. A slot for obj (this process's object); its record is published with
- * sfs_ho_file_publish before the kernel hears of it, cleared before its descriptor closes. */
-int sfs_ho_file_alloc(struct sfs_handover *h, void *obj);
-void sfs_ho_file_publish(struct sfs_handover *h, int slot, struct sfs_ho_file *rec);
-void sfs_ho_file_set_twin(struct sfs_handover *h, int slot, int fd);
-void sfs_ho_file_free(struct sfs_handover *h, int slot);
-/* Released: the record says so (its object is gone), the slot is not free yet; freed with
- * sfs_ho_file_free once the kernel has the RELEASE's answer. */
-void sfs_ho_file_releasing(struct sfs_handover *h, int slot);
-/* The RELEASE of slot is answered: a slot releasing (this process's, or a predecessor's the
- * kernel sent again) is free now. */
-void sfs_ho_file_released(struct sfs_handover *h, uint64_t slot);
-/* The object of a slot the kernel names, or NULL for one that holds none of kind. */
-void *sfs_ho_file_object(struct sfs_handover *h, uint64_t slot, enum sfs_ho_kind kind);
-/* A live record of the predecessor (after sfs_ho_adopt), of an open file or directory: true
- * and the record, else false. */
-bool sfs_ho_file_record(struct sfs_handover *h, uint32_t slot, struct sfs_ho_file *out);
-/* Takes over a predecessor's slot for obj. */
-void sfs_ho_file_adopt(struct sfs_handover *h, uint32_t slot, void *obj);
-/* After the predecessor's records were taken: the slots left free are free, but those of
- * releases not answered (they stay reserved until the RELEASE comes again). */
-void sfs_ho_files_settle(struct sfs_handover *h);
+/* Where the open-file table keeps its records (openfiles.h): the table is the daemon's, its
+ * records are part of the state, so it is made over them with sfs_openfiles_init after
+ * sfs_ho_create, or sfs_openfiles_resume after sfs_ho_adopt. */
+struct sfs_openfiles_mem sfs_ho_files_memory(struct sfs_handover *h);
 
 /* Intents: a slot (or -1 when all are taken: the change is then not recorded), marked done,
  * ended. sfs_ho_intent_find gives a predecessor's intent for a request, or -1. */
@@ -222,9 +167,10 @@ uint64_t sfs_ho_ref_get(struct sfs_handover *h, uint64_t id, uint32_t view);
 /* Every count of a view that ended. */
 void sfs_ho_refs_drop_view(struct sfs_handover *h, uint32_t view);
 
-/* Closes every descriptor above stderr that the state does not name, nor keep: a successor
- * inherits its predecessor's whole table, caches and half-done work included. */
-void sfs_ho_close_unnamed(struct sfs_handover *h, int keep);
+/* Closes every descriptor above stderr that the state does not name (its records, and those
+ * of files, a predecessor's resumed), nor keep: a successor inherits its predecessor's whole
+ * table, caches and half-done work included. */
+void sfs_ho_close_unnamed(struct sfs_handover *h, const struct sfs_openfiles *files, int keep);
 
 int64_t sfs_ho_now_ms(void);
 

@@ -51,11 +51,11 @@ struct sfs_lock_wait {
 	struct sfs_list link;
 };
 
-struct sfs_handover;
+struct sfs_openfiles;
 struct sfs_ho_file;
 
-/* The table, whose carriers are recorded in ho for a successor. */
-int sfs_locks_init(struct sfs_locks **out, struct sfs_handover *ho);
+/* The table, whose carriers have slots of the open-file table, recorded for a successor. */
+int sfs_locks_init(struct sfs_locks **out, struct sfs_openfiles *files);
 
 /* A predecessor's carrier, from its record at slot (a successor, before serving): 0, or
  * -ESTALE if the descriptor is not the one recorded. */

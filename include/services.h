@@ -20,6 +20,7 @@
 
 struct sfs_coherence;
 struct sfs_handover;
+struct sfs_openfiles;
 struct sfs_locks;
 struct sfs_foldcache;
 
@@ -42,6 +43,7 @@ struct sfs_services {
 	struct sfs_spellings spellings;    /* casefold spellings kernels may cache (names.h) */
 	struct sfs_coherence *coh;         /* notices to the other views (coherence.h) */
 	struct sfs_handover *ho;           /* what a successor takes over (handover.h) */
+	struct sfs_openfiles *files;       /* open files, by the kernel's fh (openfiles.h) */
 	struct sfs_locks *locks;           /* file locks, shared by the views (locks.h) */
 	/* A native mount of the device writes behind the daemon's back: no cache of the
 	 * backing's names is exact then (contract §3.2). */

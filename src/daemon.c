@@ -355,6 +355,7 @@ int start_services(struct sfs_daemon *d, char *err, size_t errlen)
 		return -1;
 	}
 	d->svc.itab.ho = d->svc.ho = &d->ho;
+	d->svc.files = &d->files;
 	/* open_by_handle_at wants a descriptor opened for real, not O_PATH, as its mount fd */
 	d->handle_fd = openat(d->backing.root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (d->handle_fd < 0) {
@@ -378,7 +379,7 @@ int start_services(struct sfs_daemon *d, char *err, size_t errlen)
 	}
 	if (sfs_coh_start(&d->svc))
 		return -1;
-	if (sfs_locks_init(&d->svc.locks, &d->ho)) {
+	if (sfs_locks_init(&d->svc.locks, &d->files)) {
 		sfs_errf(err, errlen, d->source, "out of memory");
 		return -1;
 	}
@@ -522,7 +523,8 @@ int sfs_daemon_main(int argc, char **argv)
 	} else {
 		find_binary(d);
 		/* the keeper first, while this process is small: it keeps a copy of it */
-		if ((rc = sfs_ho_create(&d->ho)))
+		if ((rc = sfs_ho_create(&d->ho)) ||
+		    (rc = sfs_openfiles_init(&d->files, sfs_ho_files_memory(&d->ho))))
 			sfs_errf(err, sizeof(err), d->source, "cannot make the state: %s", strerror(-rc));
 		else
 			start_keeper(d);

@@ -280,10 +280,10 @@ static void adopt_files(struct sfs_daemon *d)
 	struct sfs_ho_file rec;
 	size_t files = 0, lost = 0;
 
-	for (uint32_t slot = 0; slot < d->ho.next_slot; slot++) {
+	for (uint32_t slot = 0; slot < sfs_openfiles_used(&d->files); slot++) {
 		struct sfs_view *v;
 		int rc;
-		if (!sfs_ho_file_record(&d->ho, slot, &rec))
+		if (!sfs_openfiles_record(&d->files, slot, &rec))
 			continue;
 		if (!(v = sfs_registry_at(&d->svc.views, rec.view)))
 			rc = -ENOENT;
@@ -295,7 +295,7 @@ static void adopt_files(struct sfs_daemon *d)
 			rc = sfs_view_adopt_file(v, slot, &rec);
 		rc ? lost++ : files++;
 	}
-	sfs_ho_files_settle(&d->ho);
+	sfs_openfiles_settle(&d->files);
 	syslog(lost ? LOG_WARNING : LOG_INFO, "%s: %zu open files taken over, %zu lost", d->source,
 	       files, lost);
 }
@@ -343,6 +343,10 @@ int take_over(struct sfs_daemon *d, int state_fd, char *err, size_t errlen)
 
 	if (sfs_ho_adopt(&d->ho, state_fd, err, errlen))
 		return -1;
+	if (sfs_openfiles_resume(&d->files, sfs_ho_files_memory(&d->ho))) {
+		sfs_errf(err, errlen, "state", "out of memory");
+		return -1;
+	}
 	if (strcmp(r->key, d->key)) {
 		sfs_errf(err, errlen, "state", "it is the state of %s, not of %s", r->key, d->key);
 		return -1;
@@ -357,7 +361,7 @@ int take_over(struct sfs_daemon *d, int state_fd, char *err, size_t errlen)
 	 * /dev/fuse descriptor, an open file's, the keeper's pidfd). So it is closed first and
 	 * opened again after. */
 	closelog();
-	sfs_ho_close_unnamed(&d->ho, -1);
+	sfs_ho_close_unnamed(&d->ho, &d->files, -1);
 	/* the keeper cleared close-on-exec on what it passed: the programs this daemon starts
 	 * (__uring-poke) get only what they are handed, as from the first daemon */
 	close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);

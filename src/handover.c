@@ -3,7 +3,7 @@
  *   page 0        control: magic, version, layout, high-water marks, the lookup table's word
  *   daemon        two copies of struct sfs_ho_daemon
  *   views         two copies of struct sfs_ho_view per registry slot
- *   files         struct sfs_ho_file per slot
+ *   files         struct sfs_ho_file per slot, written by the open-file table (openfiles.c)
  *   lookups       two halves; one is the open-addressing table of (node id, view) -> count,
  *                 the other is where it is rebuilt when it fills up
  *
@@ -75,19 +75,9 @@ static uint64_t layout(void)
 	       (uint64_t)sizeof(struct sfs_opts) << 32 ^ SFS_HO_FILES ^ (uint64_t)SFS_HO_VIEWS << 50;
 }
 
-/* FNV-1a: enough to tell a whole copy from a torn or foreign one. */
-static uint64_t fnv(uint64_t h, const void *p, size_t len)
-{
-	const unsigned char *b = p;
-
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ b[i]) * 0x100000001b3ULL;
-	return h;
-}
-
 static uint64_t check_of(uint64_t seq, const void *data, size_t len)
 {
-	return fnv(fnv(0xcbf29ce484222325ULL, &seq, sizeof(seq)), data, len);
+	return sfs_hash_record(seq, data, len);
 }
 
 void sfs_ho_format_version(char *buf, size_t len)
@@ -194,127 +184,12 @@ bool sfs_ho_read_view(struct sfs_handover *h, uint32_t slot, struct sfs_ho_view 
 	return out->slot == slot && out->opts_size == sizeof(struct sfs_opts);
 }
 
-/* ---- open files ------------------------------------------------------------------------ */
+/* ---- open files: the table's records (openfiles.h) ----------------------------------- */
 
-static struct sfs_ho_file *file_at(struct sfs_handover *h, uint32_t slot)
+struct sfs_openfiles_mem sfs_ho_files_memory(struct sfs_handover *h)
 {
-	return (struct sfs_ho_file *)(h->map + OFF_FILES) + slot;
-}
-
-static uint64_t file_check(const struct sfs_ho_file *f)
-{
-	struct sfs_ho_file c = *f;
-
-	atomic_store(&c.live, 0);
-	atomic_store(&c.twin, 0);
-	c.check = 0;
-	return check_of(1, &c, sizeof(c));
-}
-
-static bool push_free(struct sfs_handover *h, uint32_t slot)
-{
-	if (h->nfree % 1024 == 0) {
-		uint32_t *f = realloc(h->free_slots, (h->nfree + 1024) * sizeof(*f));
-		if (!f)
-			return false;
-		h->free_slots = f;
-	}
-	h->free_slots[h->nfree++] = slot;
-	return true;
-}
-
-int sfs_ho_file_alloc(struct sfs_handover *h, void *obj)
-{
-	struct control *c = control(h);
-	int slot = -EMFILE;
-
-	pthread_mutex_lock(&h->files_lock);
-	if (h->nfree) {
-		slot = h->free_slots[--h->nfree];
-	} else if (h->next_slot < SFS_HO_FILES) {
-		slot = h->next_slot++;
-		atomic_store(&c->files_hwm, h->next_slot);
-	}
-	if (slot >= 0)
-		__atomic_store_n(&h->objects[slot], obj, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&h->files_lock);
-	return slot;
-}
-
-void sfs_ho_file_publish(struct sfs_handover *h, int slot, struct sfs_ho_file *rec)
-{
-	struct sfs_ho_file *f = file_at(h, slot);
-	uint32_t kind = atomic_load(&rec->live);
-
-	rec->check = file_check(rec);
-	atomic_store_explicit(&f->live, 0, memory_order_release);
-	memcpy((char *)f + sizeof(f->live), (char *)rec + sizeof(rec->live),
-	       sizeof(*f) - sizeof(f->live));
-	atomic_store_explicit(&f->live, kind, memory_order_release);
-}
-
-void sfs_ho_file_set_twin(struct sfs_handover *h, int slot, int fd)
-{
-	atomic_store(&file_at(h, slot)->twin, fd);
-}
-
-void sfs_ho_file_free(struct sfs_handover *h, int slot)
-{
-	atomic_store_explicit(&file_at(h, slot)->live, 0, memory_order_release);
-	pthread_mutex_lock(&h->files_lock);
-	__atomic_store_n(&h->objects[slot], NULL, __ATOMIC_RELEASE);
-	push_free(h, slot); /* on failure the slot is lost to this process, nothing more */
-	pthread_mutex_unlock(&h->files_lock);
-}
-
-void sfs_ho_file_releasing(struct sfs_handover *h, int slot)
-{
-	atomic_store_explicit(&file_at(h, slot)->live, SFS_HO_RELEASING, memory_order_release);
-	__atomic_store_n(&h->objects[slot], NULL, __ATOMIC_RELEASE);
-}
-
-void sfs_ho_file_released(struct sfs_handover *h, uint64_t slot)
-{
-	if (slot < h->next_slot && atomic_load(&file_at(h, slot)->live) == SFS_HO_RELEASING)
-		sfs_ho_file_free(h, (int)slot);
-}
-
-void *sfs_ho_file_object(struct sfs_handover *h, uint64_t slot, enum sfs_ho_kind kind)
-{
-	if (slot >= SFS_HO_FILES || atomic_load(&file_at(h, slot)->live) != kind)
-		return NULL;
-	return __atomic_load_n(&h->objects[slot], __ATOMIC_ACQUIRE);
-}
-
-bool sfs_ho_file_record(struct sfs_handover *h, uint32_t slot, struct sfs_ho_file *out)
-{
-	struct sfs_ho_file *f;
-	uint32_t live;
-
-	if (slot >= h->next_slot)
-		return false;
-	f = file_at(h, slot);
-	live = atomic_load(&f->live);
-	if (live != SFS_HO_FILE && live != SFS_HO_DIR && live != SFS_HO_LOCK)
-		return false;
-	*out = *f;
-	return out->check == file_check(out);
-}
-
-void sfs_ho_file_adopt(struct sfs_handover *h, uint32_t slot, void *obj)
-{
-	h->objects[slot] = obj;
-}
-
-void sfs_ho_files_settle(struct sfs_handover *h)
-{
-	h->nfree = 0;
-	for (uint32_t s = h->next_slot; s-- > 0;) {
-		if (h->objects[s] || atomic_load(&file_at(h, s)->live) == SFS_HO_RELEASING)
-			continue;
-		atomic_store(&file_at(h, s)->live, 0);
-		push_free(h, s);
-	}
+	return (struct sfs_openfiles_mem){.records = (struct sfs_ho_file *)(h->map + OFF_FILES),
+	                                  .used = &control(h)->files_hwm, .cap = SFS_HO_FILES};
 }
 
 /* ---- intents --------------------------------------------------------------------------- */
@@ -380,6 +255,11 @@ int sfs_ho_intent_find(struct sfs_handover *h, uint32_t view, uint64_t unique,
 }
 
 /* ---- lookup counts --------------------------------------------------------------------- */
+
+/* Not htab.h, though it is the tree's one hash table: this one lives in the memfd, where a
+ * successor reads it as it was left, and htab's chains are pointers into one process's heap,
+ * its buckets malloc'd. So it is open addressing over entries at fixed offsets, each found
+ * from its id alone, rebuilt in the other half when it fills. */
 
 static struct sfs_ho_lookup *half_at(struct sfs_handover *h, uint32_t half)
 {
@@ -548,26 +428,21 @@ static int map_fd(struct sfs_handover *h, int fd)
 		h->map = NULL;
 		return -errno;
 	}
-	pthread_mutex_init(&h->files_lock, NULL);
 	pthread_mutex_init(&h->records_lock, NULL);
 	pthread_mutex_init(&h->intents_lock, NULL);
 	h->free_intents = calloc(SFS_HO_INTENTS, sizeof(*h->free_intents));
-	h->objects = calloc(SFS_HO_FILES, sizeof(*h->objects));
-	return h->objects && h->free_intents ? 0 : -ENOMEM;
+	return h->free_intents ? 0 : -ENOMEM;
 }
 
 void sfs_ho_close(struct sfs_handover *h)
 {
 	if (h->map) {
 		munmap(h->map, h->size);
-		pthread_mutex_destroy(&h->files_lock);
 		pthread_mutex_destroy(&h->records_lock);
 		pthread_mutex_destroy(&h->intents_lock);
 		close(h->fd);
 	}
 	free(h->free_intents);
-	free(h->free_slots);
-	free(h->objects);
 	memset(h, 0, sizeof(*h));
 }
 
@@ -649,9 +524,6 @@ int sfs_ho_adopt(struct sfs_handover *h, int fd, char *err, size_t errlen)
 	h->lk_bits = word & 0xff;
 	h->lk = half_at(h, h->lk_half);
 	rebuild(h, h->lk_bits); /* checks every entry, and counts them */
-	h->next_slot = atomic_load(&c->files_hwm);
-	if (h->next_slot > SFS_HO_FILES)
-		h->next_slot = SFS_HO_FILES;
 	h->next_intent = atomic_load(&c->intents_hwm);
 	if (h->next_intent > SFS_HO_INTENTS)
 		h->next_intent = SFS_HO_INTENTS;
@@ -686,7 +558,7 @@ static void add_fd(struct fdset *s, int fd)
 	s->fd[s->n++] = fd;
 }
 
-void sfs_ho_close_unnamed(struct sfs_handover *h, int keep)
+void sfs_ho_close_unnamed(struct sfs_handover *h, const struct sfs_openfiles *files, int keep)
 {
 	const struct sfs_ho_daemon *d = &h->daemon;
 	struct fdset s = {0};
@@ -709,8 +581,8 @@ void sfs_ho_close_unnamed(struct sfs_handover *h, int keep)
 			add_fd(&s, v.clone_tree_fd);
 			add_fd(&s, v.clone_fd);
 		}
-	for (uint32_t slot = 0; slot < h->next_slot; slot++)
-		if (sfs_ho_file_record(h, slot, &f)) {
+	for (uint32_t slot = 0; slot < sfs_openfiles_used(files); slot++)
+		if (sfs_openfiles_record(files, slot, &f)) {
 			add_fd(&s, f.fd);
 			add_fd(&s, atomic_load(&f.twin));
 		}

@@ -13,10 +13,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "handover.h"
 #include "hash.h"
 #include "htab.h"
 #include "list.h"
+#include "openfiles.h"
 
 #define BUCKETS 1024 /* the carriers' table at first; it grows */
 /* The signal that ends a wait in fcntl or flock (EINTR); its handler does nothing. */
@@ -31,12 +31,12 @@ struct carrier {
 	pid_t pid;                /* the process that set its newest lock (F_GETLK's l_pid) */
 	unsigned users;           /* calls in progress on fd; closed when 0 once gone */
 	bool gone;                /* out of the table */
-	int slot;                 /* its record for a successor (handover.h) */
+	int slot;                 /* its record for a successor (openfiles.h) */
 	uint64_t dev;             /* what fd is, for the record */
 };
 
 struct sfs_locks {
-	struct sfs_handover *ho;
+	struct sfs_openfiles *files; /* the carriers' slots (openfiles.h) */
 	pthread_mutex_t lock;
 	struct sfs_list waits;    /* struct sfs_lock_wait, while they wait */
 	struct sfs_htab carriers; /* by sfs_hash_inode of the backing inode */
@@ -47,7 +47,7 @@ static void on_wake(int sig)
 	(void)sig;
 }
 
-int sfs_locks_init(struct sfs_locks **out, struct sfs_handover *ho)
+int sfs_locks_init(struct sfs_locks **out, struct sfs_openfiles *files)
 {
 	struct sigaction sa = {.sa_handler = on_wake}; /* no SA_RESTART: the wait must end */
 	struct sfs_locks *L = calloc(1, sizeof(*L));
@@ -64,7 +64,7 @@ int sfs_locks_init(struct sfs_locks **out, struct sfs_handover *ho)
 		free(L);
 		return rc;
 	}
-	L->ho = ho;
+	L->files = files;
 	pthread_mutex_init(&L->lock, NULL);
 	sfs_list_init(&L->waits);
 	*out = L;
@@ -99,13 +99,13 @@ static void record(struct sfs_locks *L, const struct carrier *c)
 
 	atomic_init(&rec.live, SFS_HO_LOCK);
 	atomic_init(&rec.twin, -1);
-	sfs_ho_file_publish(L->ho, c->slot, &rec);
+	sfs_openfiles_publish(L->files, c->slot, &rec);
 }
 
 /* Out of the table, under L->lock; closed now if nobody uses it, else by its last user. */
 static void retire(struct sfs_locks *L, struct carrier *c)
 {
-	sfs_ho_file_free(L->ho, c->slot);
+	sfs_openfiles_free(L->files, c->slot);
 	sfs_htab_remove(&L->carriers, &c->link);
 	c->gone = true;
 	if (!c->users) {
@@ -221,7 +221,7 @@ static int open_carrier(struct sfs_locks *L, const struct sfs_lock_key *k,
 		return -ENOMEM;
 	writable = writable && !k->flock;
 	if ((fd = reopen(via, writable)) < 0 || fstat(fd, &st) < 0 ||
-	    (c->slot = sfs_ho_file_alloc(L->ho, c)) < 0) {
+	    (c->slot = sfs_openfiles_alloc(L->files, c)) < 0) {
 		int rc = fd < 0 ? fd : c->slot < 0 ? c->slot : -errno;
 		if (fd >= 0)
 			close(fd);
@@ -558,7 +558,7 @@ int sfs_locks_adopt(struct sfs_locks *L, uint32_t slot, const struct sfs_ho_file
 	c->pid = rec->pid;
 	c->slot = (int)slot;
 	pthread_mutex_lock(&L->lock);
-	sfs_ho_file_adopt(L->ho, slot, c);
+	sfs_openfiles_adopt(L->files, slot, c);
 	sfs_htab_insert(&L->carriers, &c->link, hash_of(c->key.ino));
 	pthread_mutex_unlock(&L->lock);
 	return 0;

@@ -79,7 +79,7 @@ static void record_file(struct sfs_view *v, struct sfs_file *f, const struct sta
 	rec.flags = (f->writes ? SFS_HO_WRITES : 0) | (f->cached ? SFS_HO_CACHED : 0);
 	if (f->backing)
 		pt_record(v, f->node, &rec);
-	sfs_ho_file_publish(v->svc->ho, f->slot, &rec);
+	sfs_openfiles_publish(v->svc->files, f->slot, &rec);
 }
 
 /* A new open file of the view for backing descriptor fd (taken over), into fi: handed to the
@@ -90,12 +90,12 @@ static int new_file(struct sfs_view *v, struct sfs_node *node, int fd, const str
 	struct sfs_file *f = malloc(sizeof(*f));
 	int flags = fcntl(fd, F_GETFL);
 	bool writes = (flags & O_ACCMODE) != O_RDONLY;
-	int slot = f ? sfs_ho_file_alloc(v->svc->ho, f) : -ENOMEM;
+	int slot = f ? sfs_openfiles_alloc(v->svc->files, f) : -ENOMEM;
 	int backing = node && slot >= 0 ? pt_open(v, node, fd, writes) : 0;
 
 	if (slot < 0 || backing < 0) {
 		if (slot >= 0)
-			sfs_ho_file_free(v->svc->ho, slot);
+			sfs_openfiles_free(v->svc->files, slot);
 		free(f);
 		close(fd);
 		return slot < 0 ? slot : backing;
@@ -148,20 +148,20 @@ int sfs_view_adopt_file(struct sfs_view *v, uint32_t slot, const struct sfs_ho_f
 	atomic_init(&f->twin, twin >= 0 && fstat(twin, &st) == 0 && st.st_ino == rec->ino ? twin : -1);
 	atomic_init(&f->atime, first_atime(v, &st));
 	f->cached = rec->flags & SFS_HO_CACHED;
-	sfs_ho_file_adopt(v->svc->ho, slot, f);
+	sfs_openfiles_adopt(v->svc->files, slot, f);
 	enlist_file(v, f);
 	return 0;
 }
 
 /* The end of an open file: released (its slot is freed once the RELEASE is answered,
- * sfs_ho_file_released), or its open could not be answered. Returns the slot, or -1. */
+ * sfs_openfiles_released), or its open could not be answered. Returns the slot, or -1. */
 static int end_file(struct sfs_view *v, struct sfs_file *f)
 {
 	int slot = f->slot;
 
 	if (f == &sfs_no_file)
 		return -1;
-	sfs_ho_file_releasing(v->svc->ho, slot);
+	sfs_openfiles_releasing(v->svc->files, slot);
 	pthread_mutex_lock(&v->files_lock);
 	sfs_list_del(&f->link);
 	pthread_mutex_unlock(&v->files_lock);
@@ -183,7 +183,7 @@ static void drop_file(struct sfs_view *v, struct sfs_file *f)
 	int slot = end_file(v, f);
 
 	if (slot >= 0)
-		sfs_ho_file_free(v->svc->ho, slot);
+		sfs_openfiles_free(v->svc->files, slot);
 }
 
 void sfs_view_close_files(struct sfs_view *v)
@@ -427,7 +427,7 @@ static int writeback_fd(struct sfs_view *v, struct sfs_file *f, bool writepage)
 		close(fd); /* another writer's twin won */
 		fd = none;
 	} else if (fd >= 0) {
-		sfs_ho_file_set_twin(v->svc->ho, f->slot, fd);
+		sfs_openfiles_set_twin(v->svc->files, f->slot, fd);
 	}
 	return fd;
 }
@@ -494,7 +494,7 @@ void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	sfs_view_release_locks(q.r.view, f, (uint32_t)fi->fh);
 	end_file(q.r.view, f);
 	req_reply_err(&q, 0);
-	sfs_ho_file_released(q.r.view->svc->ho, fi->fh);
+	sfs_openfiles_released(q.r.view->svc->files, fi->fh);
 }
 
 void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)

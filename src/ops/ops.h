@@ -16,6 +16,7 @@
 #include "creds.h"
 #include "locks.h"
 #include "handover.h"
+#include "openfiles.h"
 #include "services.h"
 #include "policy.h"
 #include "quota.h"
@@ -210,7 +211,7 @@ struct sfs_file {
 	int backing;
 	struct sfs_node *node;
 	bool writes;
-	int slot;             /* the kernel's fh: a slot of the handover state (handover.h) */
+	int slot;             /* the kernel's fh: a slot of the open-file table (openfiles.h) */
 	struct sfs_list link; /* on the view's open files, under files_lock */
 };
 
@@ -221,7 +222,7 @@ extern struct sfs_file sfs_no_file;
 /* The open file of the kernel's fh in view v, looked up, never trusted as memory. */
 static inline struct sfs_file *file_in(struct sfs_view *v, const struct fuse_file_info *fi)
 {
-	struct sfs_file *f = sfs_ho_file_object(v->svc->ho, fi->fh, SFS_HO_FILE);
+	struct sfs_file *f = sfs_openfiles_object(v->svc->files, fi->fh, SFS_HO_FILE);
 
 	return f ? f : &sfs_no_file;
 }
@@ -249,7 +250,7 @@ static inline struct sfs_dir *dir_of(fuse_req_t req, const struct fuse_file_info
 {
 	struct sfs_view *v = fuse_req_userdata(req);
 
-	return sfs_ho_file_object(v->svc->ho, fi->fh, SFS_HO_DIR);
+	return sfs_openfiles_object(v->svc->files, fi->fh, SFS_HO_DIR);
 }
 
 /* ---- change.c: the frame of every change of names --------------------------------------

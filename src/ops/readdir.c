@@ -19,16 +19,16 @@ static void record_dir(struct sfs_view *v, const struct sfs_dir *d, const struct
 
 	atomic_init(&rec.live, SFS_HO_DIR);
 	atomic_init(&rec.twin, -1);
-	sfs_ho_file_publish(v->svc->ho, d->slot, &rec);
+	sfs_openfiles_publish(v->svc->files, d->slot, &rec);
 }
 
 /* The end of an open directory: its slot is freed once the kernel can no longer send its
- * RELEASEDIR again (sfs_ho_file_released, or sfs_ho_file_free if it never heard of it). */
+ * RELEASEDIR again (sfs_openfiles_released, or sfs_openfiles_free if it never heard of it). */
 static int end_dir(struct sfs_view *v, struct sfs_dir *d)
 {
 	int slot = d->slot;
 
-	sfs_ho_file_releasing(v->svc->ho, slot);
+	sfs_openfiles_releasing(v->svc->files, slot);
 	closedir(d->dp);
 	free(d);
 	return slot;
@@ -56,7 +56,7 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = -errno;
 		goto out;
 	}
-	if ((rc = d->slot = sfs_ho_file_alloc(q.r.view->svc->ho, d)) < 0) {
+	if ((rc = d->slot = sfs_openfiles_alloc(q.r.view->svc->files, d)) < 0) {
 		closedir(d->dp);
 		fd = -1;
 		goto out;
@@ -79,7 +79,7 @@ out:
 	if (rc)
 		free(d);
 	if (req_reply_open(&q, rc, fi) < 0 && !rc)
-		sfs_ho_file_free(q.r.view->svc->ho, end_dir(q.r.view, d));
+		sfs_openfiles_free(q.r.view->svc->files, end_dir(q.r.view, d));
 }
 
 int sfs_view_adopt_dir(struct sfs_view *v, uint32_t slot, const struct sfs_ho_file *rec)
@@ -102,7 +102,7 @@ int sfs_view_adopt_dir(struct sfs_view *v, uint32_t slot, const struct sfs_ho_fi
 	d->offset = -1; /* where the predecessor left the stream is unknown: seek first */
 	atomic_init(&d->atime, first_atime(v, &st));
 	d->slot = slot;
-	sfs_ho_file_adopt(v->svc->ho, slot, d);
+	sfs_openfiles_adopt(v->svc->files, slot, d);
 	return 0;
 }
 
@@ -224,7 +224,7 @@ void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (d)
 		end_dir(q.r.view, d);
 	req_reply_err(&q, 0);
-	sfs_ho_file_released(q.r.view->svc->ho, fi->fh);
+	sfs_openfiles_released(q.r.view->svc->files, fi->fh);
 }
 
 void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)

@@ -10,6 +10,19 @@
 #include "check.h"
 #include "handover.h"
 
+/* The open-file table over a state (openfiles.h), as the daemon makes it: over new records,
+ * or over a predecessor's. */
+static void files_over(struct sfs_handover *h, struct sfs_openfiles *t)
+{
+	struct sfs_openfiles_mem mem = sfs_ho_files_memory(h);
+
+	sfs_openfiles_destroy(t);
+	if (h->resumed ? sfs_openfiles_resume(t, mem) : sfs_openfiles_init(t, mem)) {
+		printf("FAIL the open-file table: out of memory\n");
+		exit(1);
+	}
+}
+
 /* A successor's view of the state: the same memfd, mapped again. */
 static void reopen(struct sfs_handover *h, struct sfs_handover *succ)
 {
@@ -103,29 +116,34 @@ static void test_lookups(void)
 static void test_release_in_flight(void)
 {
 	struct sfs_handover h, s = {0};
+	struct sfs_openfiles ht = {0}, st = {0};
 	struct sfs_ho_file rec = {.view = 1, .fd = 20, .node = 5, .dev = 1, .ino = 3}, got;
 	int a, b, c;
 	char obj;
 
 	CHECK(sfs_ho_create(&h) == 0, "create");
+	files_over(&h, &ht);
 	sfs_ho_write_daemon(&h);
 	atomic_init(&rec.live, SFS_HO_FILE);
 	atomic_init(&rec.twin, -1);
-	a = sfs_ho_file_alloc(&h, &obj);
-	sfs_ho_file_publish(&h, a, &rec);
-	b = sfs_ho_file_alloc(&h, &obj);
-	sfs_ho_file_publish(&h, b, &rec);
-	sfs_ho_file_releasing(&h, a);
-	CHECK(sfs_ho_file_object(&h, a, SFS_HO_FILE) == NULL, "a file being released names none");
-	CHECK(sfs_ho_file_alloc(&h, &obj) != a, "its slot is not handed out before the answer");
+	a = sfs_openfiles_alloc(&ht, &obj);
+	sfs_openfiles_publish(&ht, a, &rec);
+	b = sfs_openfiles_alloc(&ht, &obj);
+	sfs_openfiles_publish(&ht, b, &rec);
+	sfs_openfiles_releasing(&ht, a);
+	CHECK(sfs_openfiles_object(&ht, a, SFS_HO_FILE) == NULL, "a file being released names none");
+	CHECK(sfs_openfiles_alloc(&ht, &obj) != a, "its slot is not handed out before the answer");
 	reopen(&h, &s);
-	CHECK(!sfs_ho_file_record(&s, a, &got), "a successor does not take it over");
-	sfs_ho_file_adopt(&s, b, &obj);
-	sfs_ho_files_settle(&s);
-	c = sfs_ho_file_alloc(&s, &obj);
+	files_over(&s, &st);
+	CHECK(!sfs_openfiles_record(&st, a, &got), "a successor does not take it over");
+	sfs_openfiles_adopt(&st, b, &obj);
+	sfs_openfiles_settle(&st);
+	c = sfs_openfiles_alloc(&st, &obj);
 	CHECK(c != a && c != b, "nor hands its slot out");
-	sfs_ho_file_released(&s, a);
-	CHECK(sfs_ho_file_alloc(&s, &obj) == a, "until the RELEASE comes again");
+	sfs_openfiles_released(&st, a);
+	CHECK(sfs_openfiles_alloc(&st, &obj) == a, "until the RELEASE comes again");
+	sfs_openfiles_destroy(&st);
+	sfs_openfiles_destroy(&ht);
 	sfs_ho_close(&s);
 	sfs_ho_close(&h);
 }
@@ -133,28 +151,31 @@ static void test_release_in_flight(void)
 static void test_files_and_intents(void)
 {
 	struct sfs_handover h, s = {0}, s2 = {0};
+	struct sfs_openfiles ht = {0}, st = {0};
 	struct sfs_ho_file rec = {.view = 3, .fd = 17, .node = 99, .dev = 1, .ino = 2}, got;
 	struct sfs_ho_intent in = {.view = 3, .unique = 1234, .op = SFS_HO_MAKE}, found;
 	int a, b, slot, busy, freed;
 	char obj;
 
 	CHECK(sfs_ho_create(&h) == 0, "create");
+	files_over(&h, &ht);
 	sfs_ho_write_daemon(&h);
-	a = sfs_ho_file_alloc(&h, &obj);
-	b = sfs_ho_file_alloc(&h, &obj);
+	a = sfs_openfiles_alloc(&ht, &obj);
+	b = sfs_openfiles_alloc(&ht, &obj);
 	atomic_init(&rec.live, SFS_HO_FILE);
 	atomic_init(&rec.twin, -1);
-	sfs_ho_file_publish(&h, b, &rec);
-	CHECK(sfs_ho_file_object(&h, b, SFS_HO_FILE) == &obj, "a published slot names its object");
-	CHECK(sfs_ho_file_object(&h, a, SFS_HO_FILE) == NULL, "an unpublished one names none");
-	CHECK(sfs_ho_file_object(&h, b, SFS_HO_DIR) == NULL, "nor one of another kind");
-	CHECK(sfs_ho_file_object(&h, 1ULL << 40, SFS_HO_FILE) == NULL, "nor one out of range");
+	sfs_openfiles_publish(&ht, b, &rec);
+	CHECK(sfs_openfiles_object(&ht, b, SFS_HO_FILE) == &obj, "a published slot names its object");
+	CHECK(sfs_openfiles_object(&ht, a, SFS_HO_FILE) == NULL, "an unpublished one names none");
+	CHECK(sfs_openfiles_object(&ht, b, SFS_HO_DIR) == NULL, "nor one of another kind");
+	CHECK(sfs_openfiles_object(&ht, 1ULL << 40, SFS_HO_FILE) == NULL, "nor one out of range");
 	strcpy(in.name, "d");
 	slot = sfs_ho_intent_begin(&h, &in);
 	CHECK(slot >= 0, "an intent");
 	reopen(&h, &s);
-	CHECK(sfs_ho_file_record(&s, b, &got) && got.fd == 17 && got.node == 99, "a file's record");
-	CHECK(!sfs_ho_file_record(&s, a, &got), "no record for a slot never published");
+	files_over(&s, &st);
+	CHECK(sfs_openfiles_record(&st, b, &got) && got.fd == 17 && got.node == 99, "a file's record");
+	CHECK(!sfs_openfiles_record(&st, a, &got), "no record for a slot never published");
 	CHECK(sfs_ho_intent_find(&s, 3, 1234, &found) == slot && found.state == SFS_HO_BEGUN &&
 	      !strcmp(found.name, "d"), "a begun intent found by view and request");
 	sfs_ho_intent_done(&h, slot, -17);
@@ -173,6 +194,8 @@ static void test_files_and_intents(void)
 	      "a successor takes its predecessor's free slots again, not new ones");
 	CHECK(sfs_ho_intent_find(&s2, 3, 5678, &found) == busy && sfs_ho_intent_begin(&s2, &in) != busy,
 	      "and keeps the record of a change in flight");
+	sfs_openfiles_destroy(&st);
+	sfs_openfiles_destroy(&ht);
 	sfs_ho_close(&s2);
 	sfs_ho_close(&s);
 	sfs_ho_close(&h);

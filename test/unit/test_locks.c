@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "handover.h"
 #include "locks.h"
+#include "openfiles.h"
 
 static int reopen_path(int fd, int flags)
 {
@@ -43,8 +43,13 @@ static size_t open_fds(void)
 	return n;
 }
 
+/* Slots enough for the carriers of these tests. */
+#define RECORDS 256
+
 struct fixture {
-	struct sfs_handover ho;
+	struct sfs_ho_file *records;  /* as the handover state keeps them (handover.h) */
+	_Atomic uint32_t used;
+	struct sfs_openfiles files;
 	struct sfs_locks *L;
 	char dir[64], file[96];
 	int fd;
@@ -61,14 +66,19 @@ static void setup(struct fixture *x)
 	x->fd = open(x->file, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	CHECK(x->fd >= 0 && fstat(x->fd, &st) == 0, "a file to lock");
 	x->ino = st.st_ino;
-	CHECK(sfs_ho_create(&x->ho) == 0, "a state for the carriers' records");
-	CHECK(sfs_locks_init(&x->L, &x->ho) == 0, "the table");
+	x->records = calloc(RECORDS, sizeof(*x->records));
+	atomic_init(&x->used, 0);
+	CHECK(x->records && sfs_openfiles_init(&x->files, (struct sfs_openfiles_mem){
+	      .records = x->records, .used = &x->used, .cap = RECORDS}) == 0,
+	      "slots and records for the carriers");
+	CHECK(sfs_locks_init(&x->L, &x->files) == 0, "the table");
 }
 
 static void teardown(struct fixture *x)
 {
 	sfs_locks_destroy(x->L);
-	sfs_ho_close(&x->ho);
+	sfs_openfiles_destroy(&x->files);
+	free(x->records);
 	close(x->fd);
 	unlink(x->file);
 	rmdir(x->dir);
