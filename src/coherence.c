@@ -1,104 +1,42 @@
-/* Coherence between views (see coherence.h): one notifier thread delivers invalidations in
- * order; a request waits for its own, bounded, before it answers. */
+/* Coherence between views (see coherence.h): which views a change concerns, and what each is
+ * told. The queue, its notifier thread and the bounded wait are notice_queue.c's. */
 #include "coherence.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "notice_queue.h"
 #include "services.h"
-#include "util.h"
 #include "view.h"
 
-/* A request waits for its notifications while the notifier makes progress, and gives up
- * only when it has delivered nothing for this long (it is then blocked on a lock a request of
- * the target view holds): the wait grows with the number of views, never the staleness. */
-#define STALL_BOUND_MS 200
-/* A delivery to a view that has a request waiting here, still not done after this long, waits
- * for a lock that request holds in its kernel (its directory, during a create or unlink):
- * both give up waiting, or each would wait out the stall bound on every such change. */
-#define CYCLE_MS 2
 /* Targets fit on the stack up to this many views; more are allocated. */
 #define STACK_TARGETS 64
 
-/* DELETE_ENTRY: an entry whose object went with it (FUSE_NOTIFY_DELETE), its node in off */
-enum kind { INVAL_INODE, INVAL_ENTRY, DELETE_ENTRY };
-
-#define NONE UINT32_MAX
-
-struct item {
-	struct item *next;
-	uint64_t seq;
-	uint32_t slot;
-	enum kind kind;
-	fuse_ino_t ino;      /* the inode, or the parent of the entry */
-	off_t off, len;      /* INVAL_INODE: off < 0 means attributes only */
-	char name[];
-};
-
+/* The notices' queue and its notifier (notice_queue.h), delivering to these services' views. */
 struct sfs_coherence {
 	struct sfs_services *svc;
-	pthread_mutex_t lock;
-	pthread_cond_t work;
-	pthread_cond_t done;
-	struct item *head, *tail;
-	uint64_t next_seq, done_seq;
-	uint32_t delivering;          /* the view the notifier is delivering to, or NONE */
-	struct timespec since;        /* when that delivery began */
-	uint32_t waiting[SFS_MAX_VIEWS]; /* requests of each view waiting in sfs_coh_flush */
-	bool stop;
-	pthread_t thread;
+	struct sfs_noticeq *queue;
 };
 
-static __thread uint64_t last_queued;
-
-static void deliver(struct sfs_services *svc, const struct item *it)
+/* On the notifier thread: one notice to its view, if that view still serves. */
+static void deliver(void *arg, const struct sfs_notice *it)
 {
+	struct sfs_services *svc = ((struct sfs_coherence *)arg)->svc;
 	struct sfs_view *w;
 
 	sfs_registry_read_lock(&svc->views);
 	w = sfs_registry_at(&svc->views, it->slot);
 	if (w && w->se && !atomic_load(&w->ended)) {
-		if (it->kind == INVAL_ENTRY)
+		if (it->kind == SFS_NOTICE_ENTRY)
 			fuse_lowlevel_notify_inval_entry(w->se, it->ino, it->name, strlen(it->name));
-		else if (it->kind == DELETE_ENTRY)
+		else if (it->kind == SFS_NOTICE_DELETE)
 			fuse_lowlevel_notify_delete(w->se, it->ino, (fuse_ino_t)it->off, it->name,
 			                            strlen(it->name));
 		else
 			fuse_lowlevel_notify_inval_inode(w->se, it->ino, it->off, it->len);
 	}
 	sfs_registry_read_unlock(&svc->views);
-}
-
-static void *notifier(void *arg)
-{
-	struct sfs_coherence *c = arg;
-
-	pthread_mutex_lock(&c->lock);
-	for (;;) {
-		struct item *it;
-		while (!c->head && !c->stop)
-			pthread_cond_wait(&c->work, &c->lock);
-		if (!c->head)
-			break;
-		it = c->head;
-		c->head = it->next;
-		if (!c->head)
-			c->tail = NULL;
-		c->delivering = it->slot;
-		clock_gettime(CLOCK_MONOTONIC, &c->since);
-		pthread_mutex_unlock(&c->lock);
-		deliver(c->svc, it);
-		pthread_mutex_lock(&c->lock);
-		c->delivering = NONE;
-		c->done_seq = it->seq;
-		pthread_cond_broadcast(&c->done);
-		free(it);
-	}
-	pthread_mutex_unlock(&c->lock);
-	return NULL;
 }
 
 int sfs_coh_start(struct sfs_services *svc)
@@ -109,18 +47,9 @@ int sfs_coh_start(struct sfs_services *svc)
 	if (!c)
 		return -ENOMEM;
 	c->svc = svc;
-	c->delivering = NONE;
-	pthread_mutex_init(&c->lock, NULL);
-	pthread_cond_init(&c->work, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&c->done, &ca);
-	pthread_condattr_destroy(&ca);
-	rc = pthread_create(&c->thread, NULL, notifier, c);
-	if (rc) {
+	if ((rc = sfs_noticeq_start(&c->queue, SFS_MAX_VIEWS, deliver, c))) {
 		free(c);
-		return -rc;
+		return rc;
 	}
 	svc->coh = c;
 	return 0;
@@ -132,36 +61,18 @@ void sfs_coh_stop(struct sfs_services *svc)
 
 	if (!c)
 		return;
-	pthread_mutex_lock(&c->lock);
-	c->stop = true;
-	pthread_cond_signal(&c->work);
-	pthread_mutex_unlock(&c->lock);
-	pthread_join(c->thread, NULL);
+	sfs_noticeq_stop(c->queue);
 	free(c);
 	svc->coh = NULL;
 }
 
-static void enqueue(struct sfs_coherence *c, uint32_t slot, enum kind kind, fuse_ino_t ino,
-                    off_t off, off_t len, const char *name, bool wait)
+static void enqueue(struct sfs_coherence *c, uint32_t slot, enum sfs_notice_kind kind,
+                    fuse_ino_t ino, off_t off, off_t len, const char *name, bool wait)
 {
-	size_t nlen = name ? strlen(name) + 1 : 1;
-	struct item *it = malloc(sizeof(*it) + nlen);
+	struct sfs_notice n = {.slot = slot, .kind = kind, .ino = ino, .off = off, .len = len,
+	                       .name = name};
 
-	if (!it)
-		return; /* the other view then sees the change when its timeouts expire */
-	*it = (struct item){NULL, 0, slot, kind, ino, off, len};
-	memcpy(it->name, name ? name : "", nlen);
-	pthread_mutex_lock(&c->lock);
-	it->seq = ++c->next_seq;
-	if (wait)
-		last_queued = it->seq;
-	if (c->tail)
-		c->tail->next = it;
-	else
-		c->head = it;
-	c->tail = it;
-	pthread_cond_signal(&c->work);
-	pthread_mutex_unlock(&c->lock);
+	sfs_noticeq_push(c->queue, &n, wait);
 }
 
 /* The views other than origin that may cache node: those holding a lookup on it (with the
@@ -244,8 +155,8 @@ static bool find_targets(struct sfs_view *origin, struct sfs_node *n, struct tar
 }
 
 /* kind for every view other than origin that may cache n; with gone (an entry removed
- * with its object's last link), DELETE_ENTRY instead to the views that know that object. */
-static void queue_to_targets_gone(struct sfs_view *origin, struct sfs_node *n, enum kind kind,
+ * with its object's last link), SFS_NOTICE_DELETE instead to the views that know that object. */
+static void queue_to_targets_gone(struct sfs_view *origin, struct sfs_node *n, enum sfs_notice_kind kind,
                                   off_t off, off_t len, const char *name,
                                   const struct sfs_node *gone)
 {
@@ -257,13 +168,13 @@ static void queue_to_targets_gone(struct sfs_view *origin, struct sfs_node *n, e
 	if (find_targets(origin, n, &t))
 		for (size_t i = 0; i < t.n; i++) {
 			bool deleted = gone && sfs_itab_id_held_by(&svc->itab, gone->id, t.slots[i]);
-			enqueue(svc->coh, t.slots[i], deleted ? DELETE_ENTRY : kind, t.inos[i],
+			enqueue(svc->coh, t.slots[i], deleted ? SFS_NOTICE_DELETE : kind, t.inos[i],
 			        deleted ? (off_t)gone->id : off, len, name, true);
 		}
 	targets_free(&t);
 }
 
-static void queue_to_targets(struct sfs_view *origin, struct sfs_node *n, enum kind kind,
+static void queue_to_targets(struct sfs_view *origin, struct sfs_node *n, enum sfs_notice_kind kind,
                              off_t off, off_t len, const char *name)
 {
 	queue_to_targets_gone(origin, n, kind, off, len, name, NULL);
@@ -271,7 +182,7 @@ static void queue_to_targets(struct sfs_view *origin, struct sfs_node *n, enum k
 
 static void queue_inode(struct sfs_view *origin, struct sfs_node *n, off_t off, off_t len)
 {
-	queue_to_targets(origin, n, INVAL_INODE, off, len, NULL);
+	queue_to_targets(origin, n, SFS_NOTICE_INODE, off, len, NULL);
 }
 
 void sfs_coh_attr(struct sfs_view *origin, struct sfs_node *n)
@@ -292,7 +203,7 @@ void sfs_coh_own_data(struct sfs_view *origin, struct sfs_node *n, off_t off, of
 void sfs_coh_own_data_later(struct sfs_view *origin, struct sfs_node *n, off_t off, off_t len)
 {
 	if (origin->svc->coh)
-		enqueue(origin->svc->coh, origin->slot, INVAL_INODE, sfs_ino_of(origin, n), off, len,
+		enqueue(origin->svc->coh, origin->slot, SFS_NOTICE_INODE, sfs_ino_of(origin, n), off, len,
 		        NULL, false);
 }
 
@@ -304,7 +215,7 @@ void sfs_coh_name(struct sfs_view *origin, struct sfs_node *parent, const char *
 void sfs_coh_removed(struct sfs_view *origin, struct sfs_node *parent, const char *name,
                      struct sfs_node *gone)
 {
-	queue_to_targets_gone(origin, parent, INVAL_ENTRY, 0, 0, name, gone);
+	queue_to_targets_gone(origin, parent, SFS_NOTICE_ENTRY, 0, 0, name, gone);
 	/* and the listing the other views' kernels may keep of the directory (cache_readdir) */
 	queue_inode(origin, parent, 0, 0);
 }
@@ -312,56 +223,18 @@ void sfs_coh_removed(struct sfs_view *origin, struct sfs_node *parent, const cha
 void sfs_coh_own_entry(struct sfs_view *origin, struct sfs_node *parent, const char *name)
 {
 	if (origin->svc->coh)
-		enqueue(origin->svc->coh, origin->slot, INVAL_ENTRY, sfs_ino_of(origin, parent), 0, 0,
+		enqueue(origin->svc->coh, origin->slot, SFS_NOTICE_ENTRY, sfs_ino_of(origin, parent), 0, 0,
 		        name, false);
 }
 
 void sfs_coh_spelling(struct sfs_view *origin, struct sfs_node *parent, const char *name)
 {
 	sfs_coh_own_entry(origin, parent, name);
-	queue_to_targets(origin, parent, INVAL_ENTRY, 0, 0, name);
-}
-
-/* Under c->lock: whether the delivery in progress waits on a request waiting here (CYCLE_MS).
- * Giving up is safe for that view: the notifier is queued on its lock, and takes it as soon
- * as the request lets it go, before anything else of that view can look. */
-static bool waits_on_a_waiter(struct sfs_coherence *c)
-{
-	struct timespec now;
-
-	if (c->delivering == NONE || !c->waiting[c->delivering])
-		return false;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (now.tv_sec - c->since.tv_sec) * 1000 + (now.tv_nsec - c->since.tv_nsec) / 1000000 >=
-	       CYCLE_MS;
+	queue_to_targets(origin, parent, SFS_NOTICE_ENTRY, 0, 0, name);
 }
 
 void sfs_coh_flush(struct sfs_view *origin)
 {
-	struct sfs_coherence *c = origin->svc->coh;
-	struct timespec deadline, tick;
-	uint64_t seen;
-
-	if (!c || !last_queued)
-		return;
-	sfs_deadline_in(CLOCK_MONOTONIC, STALL_BOUND_MS, &deadline);
-	pthread_mutex_lock(&c->lock);
-	seen = c->done_seq;
-	c->waiting[origin->slot]++;
-	while (c->done_seq < last_queued && !waits_on_a_waiter(c)) {
-		sfs_deadline_in(CLOCK_MONOTONIC, CYCLE_MS, &tick);
-		if (pthread_cond_timedwait(&c->done, &c->lock, &tick) != ETIMEDOUT)
-			continue;
-		clock_gettime(CLOCK_MONOTONIC, &tick);
-		if (tick.tv_sec < deadline.tv_sec ||
-		    (tick.tv_sec == deadline.tv_sec && tick.tv_nsec < deadline.tv_nsec))
-			continue;
-		if (c->done_seq == seen)
-			break; /* stalled: see STALL_BOUND_MS */
-		seen = c->done_seq;
-		sfs_deadline_in(CLOCK_MONOTONIC, STALL_BOUND_MS, &deadline);
-	}
-	c->waiting[origin->slot]--;
-	pthread_mutex_unlock(&c->lock);
-	last_queued = 0;
+	if (origin->svc->coh)
+		sfs_noticeq_flush(origin->svc->coh->queue, origin->slot);
 }
