@@ -7,24 +7,24 @@
 #include <string.h>
 
 #include "hash.h"
+#include "htab.h"
 
-/* Two chained hash tables over the same entries: by folded key (class heads only) and by exact
+/* Two hash tables (htab.h) over the same entries: by folded key (class heads only) and by exact
  * name (every entry), so that adding, removing and finding an exact spelling stay O(1) even in a
- * class of thousands of case variants. Both share one bucket count, kept >= names. */
+ * class of thousands of case variants. */
 struct fentry {
-	struct fentry *knext;         /* key table chain: class heads only */
-	struct fentry *enext;         /* exact table chain: every name */
+	struct sfs_hlink klink;       /* in the key table: class heads only */
+	struct sfs_hlink elink;       /* in the exact table: every name */
 	struct fentry *cnext, *cprev; /* the class, a ring; its head is the bytewise-smallest */
-	uint32_t khash, ehash;
 	uint16_t nlen, klen;
 	bool key_is_name;             /* the name folds to itself (most names): stored once */
 	char bytes[];                 /* the name, then the key unless key_is_name */
 };
 
 struct sfs_foldidx {
-	struct fentry **ktab, **etab;
-	size_t mask;                  /* buckets - 1 */
-	size_t names, classes, bytes;
+	struct sfs_htab ktab, etab;   /* by sfs_hash_bytes of the key, of the name */
+	size_t names, classes;
+	size_t entry_bytes;           /* the entries' memory, as fe_size counts it */
 	struct sfs_hash_key key;      /* users choose the names, so the hash is keyed */
 };
 
@@ -35,15 +35,15 @@ struct sfs_foldidx {
 struct probe {
 	const char *name;
 	size_t len, klen;
-	uint32_t khash, ehash;
+	uint64_t khash, ehash;
 	char key[SFS_FOLD_KEY_MAX];
 };
 
 /* The table is keyed (hash.h): flooding a directory with names that collide would otherwise
  * make each lookup a scan. */
-static uint32_t siphash(const struct sfs_foldidx *idx, const char *s, size_t len)
+static uint64_t siphash(const struct sfs_foldidx *idx, const char *s, size_t len)
 {
-	return (uint32_t)sfs_hash_bytes(&idx->key, s, len);
+	return sfs_hash_bytes(&idx->key, s, len);
 }
 
 static int bytecmp(const char *a, size_t alen, const char *b, size_t blen)
@@ -95,26 +95,36 @@ static int probe_init(const struct sfs_foldidx *idx, const char *name, size_t le
 	return 0;
 }
 
-/* The link that holds the head of p's class, or the NULL that ends the chain. */
-static struct fentry **find_class(const struct sfs_foldidx *idx, const struct probe *p)
+static struct fentry *by_key(struct sfs_hlink *l)
 {
-	struct fentry **link = &idx->ktab[p->khash & idx->mask];
-
-	while (*link && !((*link)->khash == p->khash && (*link)->klen == p->klen &&
-			  !memcmp(fe_key(*link), p->key, p->klen)))
-		link = &(*link)->knext;
-	return link;
+	return sfs_htab_entry(l, struct fentry, klink);
 }
 
-/* The link that holds p's exact name, or the NULL that ends the chain. */
-static struct fentry **find_exact(const struct sfs_foldidx *idx, const struct probe *p)
+static struct fentry *by_name(struct sfs_hlink *l)
 {
-	struct fentry **link = &idx->etab[p->ehash & idx->mask];
+	return sfs_htab_entry(l, struct fentry, elink);
+}
 
-	while (*link && !((*link)->ehash == p->ehash && (*link)->nlen == p->len &&
-			  !memcmp((*link)->bytes, p->name, p->len)))
-		link = &(*link)->enext;
-	return link;
+/* The head of p's class, or NULL. */
+static struct fentry *find_class(const struct sfs_foldidx *idx, const struct probe *p)
+{
+	struct sfs_hlink *l;
+
+	sfs_htab_for_each_match(l, &idx->ktab, p->khash)
+		if (by_key(l)->klen == p->klen && !memcmp(fe_key(by_key(l)), p->key, p->klen))
+			return by_key(l);
+	return NULL;
+}
+
+/* The entry of p's exact name, or NULL. */
+static struct fentry *find_exact(const struct sfs_foldidx *idx, const struct probe *p)
+{
+	struct sfs_hlink *l;
+
+	sfs_htab_for_each_match(l, &idx->etab, p->ehash)
+		if (by_name(l)->nlen == p->len && !memcmp(by_name(l)->bytes, p->name, p->len))
+			return by_name(l);
+	return NULL;
 }
 
 static struct fentry *entry_new(const struct probe *p)
@@ -124,8 +134,6 @@ static struct fentry *entry_new(const struct probe *p)
 
 	if (!e)
 		return NULL;
-	e->khash = p->khash;
-	e->ehash = p->ehash;
 	e->nlen = (uint16_t)p->len;
 	e->klen = (uint16_t)p->klen;
 	e->key_is_name = same;
@@ -140,32 +148,31 @@ static int fe_cmp(const struct fentry *a, const struct fentry *b)
 	return bytecmp(a->bytes, a->nlen, b->bytes, b->nlen);
 }
 
-/* Puts head in old's place in the key chain. */
-static void replace_head(struct fentry **klink, struct fentry *old, struct fentry *head)
+/* Puts head in old's place in the key table, under the class's key hash. */
+static void replace_head(struct sfs_foldidx *idx, struct fentry *old, struct fentry *head)
 {
-	head->knext = old->knext;
-	old->knext = NULL;
-	*klink = head;
+	uint64_t khash = old->klink.hash;
+
+	sfs_htab_remove(&idx->ktab, &old->klink);
+	sfs_htab_insert(&idx->ktab, &head->klink, khash);
 }
 
-static void class_insert(struct sfs_foldidx *idx, struct fentry **klink, struct fentry *e)
+/* e joins the class whose head is head (NULL: e starts a class of its own). */
+static void class_insert(struct sfs_foldidx *idx, struct fentry *head, struct fentry *e,
+                         uint64_t khash)
 {
-	struct fentry *head = *klink;
-
 	if (!head) {
 		e->cnext = e->cprev = e;
-		e->knext = NULL;
-		*klink = e;
+		sfs_htab_insert(&idx->ktab, &e->klink, khash);
 		idx->classes++;
 		return;
 	}
-	e->knext = NULL;
 	e->cnext = head->cnext;
 	e->cprev = head;
 	head->cnext->cprev = e;
 	head->cnext = e;
 	if (fe_cmp(e, head) < 0)
-		replace_head(klink, head, e);
+		replace_head(idx, head, e);
 }
 
 static struct fentry *smallest(struct fentry *ring)
@@ -178,66 +185,33 @@ static struct fentry *smallest(struct fentry *ring)
 	return min;
 }
 
-static void class_remove(struct sfs_foldidx *idx, struct fentry **klink, struct fentry *e)
+static void class_remove(struct sfs_foldidx *idx, struct fentry *head, struct fentry *e)
 {
 	if (e->cnext == e) {
-		*klink = e->knext;
+		sfs_htab_remove(&idx->ktab, &e->klink);
 		idx->classes--;
 		return;
 	}
 	e->cprev->cnext = e->cnext;
 	e->cnext->cprev = e->cprev;
-	if (*klink == e)
-		replace_head(klink, e, smallest(e->cnext));
+	if (head == e)
+		replace_head(idx, e, smallest(e->cnext));
 }
 
-static size_t tables_bytes(size_t buckets)
+static size_t table_bytes(const struct sfs_htab *t)
 {
-	return 2 * (buckets * sizeof(struct fentry *) + SFS_FOLD_ALLOC_OVERHEAD);
+	return (t->mask + 1) * sizeof(*t->buckets) + SFS_FOLD_ALLOC_OVERHEAD;
 }
 
-/* Rehashes into nb buckets. Failing to allocate keeps the old tables: chains grow longer,
- * nothing breaks. */
-static void resize(struct sfs_foldidx *idx, size_t nb)
+/* Halves a table below one entry in eight buckets, so that a directory emptied after a burst
+ * does not keep its tables (htab.h doubles them past one per bucket by itself). A halving
+ * that cannot allocate keeps the table as it was. */
+static void maybe_shrink(struct sfs_htab *t)
 {
-	struct fentry **kt = calloc(nb, sizeof(*kt)), **et = calloc(nb, sizeof(*et)), *e, *next;
-	size_t i;
+	size_t nb = t->mask + 1;
 
-	if (!kt || !et) {
-		free(kt);
-		free(et);
-		return;
-	}
-	for (i = 0; i <= idx->mask; i++) {
-		for (e = idx->ktab[i]; e; e = next) {
-			next = e->knext;
-			e->knext = kt[e->khash & (nb - 1)];
-			kt[e->khash & (nb - 1)] = e;
-		}
-		for (e = idx->etab[i]; e; e = next) {
-			next = e->enext;
-			e->enext = et[e->ehash & (nb - 1)];
-			et[e->ehash & (nb - 1)] = e;
-		}
-	}
-	free(idx->ktab);
-	free(idx->etab);
-	idx->bytes = idx->bytes - tables_bytes(idx->mask + 1) + tables_bytes(nb);
-	idx->ktab = kt;
-	idx->etab = et;
-	idx->mask = nb - 1;
-}
-
-/* Doubles past one name per bucket; halves below one in eight, so that a directory emptied
- * after a burst does not keep its tables. */
-static void maybe_resize(struct sfs_foldidx *idx)
-{
-	size_t nb = idx->mask + 1;
-
-	if (idx->names > nb)
-		resize(idx, nb * 2);
-	else if (nb > MIN_BUCKETS && idx->names < nb / 8)
-		resize(idx, nb / 2);
+	if (nb > MIN_BUCKETS && sfs_htab_count(t) < nb / 8)
+		sfs_htab_resize(t, nb / 2);
 }
 
 int sfs_foldidx_new(struct sfs_foldidx **out, size_t expect)
@@ -249,14 +223,10 @@ int sfs_foldidx_new(struct sfs_foldidx **out, size_t expect)
 		nb *= 2;
 	if (!idx)
 		return -ENOMEM;
-	idx->ktab = calloc(nb, sizeof(*idx->ktab));
-	idx->etab = calloc(nb, sizeof(*idx->etab));
-	if (!idx->ktab || !idx->etab) {
+	if (sfs_htab_init(&idx->ktab, nb) || sfs_htab_init(&idx->etab, nb)) {
 		sfs_foldidx_free(idx);
 		return -ENOMEM;
 	}
-	idx->mask = nb - 1;
-	idx->bytes = sizeof(*idx) + SFS_FOLD_ALLOC_OVERHEAD + tables_bytes(nb);
 	sfs_hash_key_init(&idx->key, idx);
 	*out = idx;
 	return 0;
@@ -264,19 +234,14 @@ int sfs_foldidx_new(struct sfs_foldidx **out, size_t expect)
 
 void sfs_foldidx_free(struct sfs_foldidx *idx)
 {
-	struct fentry *e, *next;
-	size_t i;
+	struct sfs_hlink *l, *next;
 
 	if (!idx)
 		return;
-	for (i = 0; idx->etab && i <= idx->mask; i++) {
-		for (e = idx->etab[i]; e; e = next) {
-			next = e->enext;
-			free(e);
-		}
-	}
-	free(idx->ktab);
-	free(idx->etab);
+	sfs_htab_for_each_safe(l, next, &idx->etab)
+		free(by_name(l)); /* every entry is in etab once; the tables go whole below */
+	sfs_htab_destroy(&idx->ktab);
+	sfs_htab_destroy(&idx->etab);
 	free(idx);
 }
 
@@ -305,34 +270,33 @@ int sfs_foldidx_from_names(struct sfs_foldidx **out, const char *const *names, s
 
 static int add_probe(struct sfs_foldidx *idx, const struct probe *p)
 {
-	struct fentry **elink = find_exact(idx, p), *e;
+	struct fentry *e;
 
-	if (*elink)
+	if (find_exact(idx, p))
 		return -EEXIST;
 	e = entry_new(p);
 	if (!e)
 		return -ENOMEM;
-	e->enext = NULL;
-	*elink = e;
-	class_insert(idx, find_class(idx, p), e);
+	class_insert(idx, find_class(idx, p), e, p->khash);
+	sfs_htab_insert(&idx->etab, &e->elink, p->ehash);
 	idx->names++;
-	idx->bytes += fe_size(e);
-	maybe_resize(idx);
+	idx->entry_bytes += fe_size(e);
 	return 0;
 }
 
 static int remove_probe(struct sfs_foldidx *idx, const struct probe *p)
 {
-	struct fentry **elink = find_exact(idx, p), *e = *elink;
+	struct fentry *e = find_exact(idx, p);
 
 	if (!e)
 		return -ENOENT;
-	*elink = e->enext;
+	sfs_htab_remove(&idx->etab, &e->elink);
 	class_remove(idx, find_class(idx, p), e);
 	idx->names--;
-	idx->bytes -= fe_size(e);
+	idx->entry_bytes -= fe_size(e);
 	free(e);
-	maybe_resize(idx);
+	maybe_shrink(&idx->etab);
+	maybe_shrink(&idx->ktab);
 	return 0;
 }
 
@@ -363,7 +327,7 @@ int sfs_foldidx_rename(struct sfs_foldidx *idx, const char *from, size_t fromlen
 		rc = probe_init(idx, to, tolen, &t);
 	if (rc)
 		return rc;
-	if (!*find_exact(idx, &f))
+	if (!find_exact(idx, &f))
 		return -ENOENT;
 	if (fromlen == tolen && !memcmp(from, to, fromlen))
 		return 0;
@@ -382,10 +346,10 @@ int sfs_foldidx_lookup(const struct sfs_foldidx *idx, const char *name, size_t l
 
 	if (rc)
 		return rc;
-	head = *find_class(idx, &p);
+	head = find_class(idx, &p);
 	if (!head)
 		return -ENOENT;
-	exact = *find_exact(idx, &p);
+	exact = find_exact(idx, &p);
 	rep = exact ? exact : head;
 	memcpy(hit->name, rep->bytes, rep->nlen);
 	hit->name[rep->nlen] = '\0';
@@ -402,7 +366,7 @@ bool sfs_foldidx_listed(const struct sfs_foldidx *idx, const char *name, size_t 
 
 	if (probe_init(idx, name, len, &p))
 		return false;
-	head = *find_class(idx, &p);
+	head = find_class(idx, &p);
 	return !head || bytecmp(name, len, head->bytes, head->nlen) <= 0;
 }
 
@@ -411,5 +375,6 @@ void sfs_foldidx_stats(const struct sfs_foldidx *idx, struct sfs_foldidx_stats *
 	st->names = idx->names;
 	st->classes = idx->classes;
 	st->collisions = idx->names - idx->classes;
-	st->bytes = idx->bytes;
+	st->bytes = sizeof(*idx) + SFS_FOLD_ALLOC_OVERHEAD + idx->entry_bytes +
+	            table_bytes(&idx->ktab) + table_bytes(&idx->etab);
 }
