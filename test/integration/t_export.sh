@@ -4,6 +4,7 @@
 # inode and the daemon has forgotten the node, as on native ext4 (xfstests generic/426,
 # 467, 477, 756, 777); a subdir view answers no handle for what lies outside its subtree, and
 # no view one of the admin state /.strictfs.
+# transport-independent: node ids and what a handle may reach are the inode table's and the confine policy's, above the transport
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 HANDLES=$SFS_TEST_DIR/handles.py

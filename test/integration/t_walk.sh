@@ -2,6 +2,7 @@
 # SLOW. 100,000 files walked through a view whose daemon runs with RLIMIT_NOFILE 1024 (soft and
 # hard): the daemon's descriptors stay bounded whatever the number of inodes the kernel
 # remembers (contract §4.2), also when it acts as an unprivileged caller.
+# transport-independent: the descriptor cache and the inode table bound the daemon above the transport; t_stress and t_failover carry many requests through both
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 _nodes_below() { (($(daemon_field "$1" .cache.inodes) < $2)); }
