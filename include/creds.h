@@ -9,20 +9,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* A request acting as its caller raises the daemon's own capabilities for a moment with the
+ * privilege bracket of priv.h (sfs_priv_begin, _end). */
+#include "priv.h"
+
 /* Switches the calling thread to the request's caller. Returns 0 or -errno. */
 int sfs_creds_enter(fuse_req_t req);
 
-/* Capabilities a thread may raise for one backing call, deliberately and briefly:
- * SEARCH to reopen a node by handle, DAC to perform an access the kernel already allowed on
- * a noacl view, FOWNER|FSETID for the suid/sgid-clearing SETATTR (doc/kernel.md §4.4). */
-enum {
-	SFS_PRIV_SEARCH = 1 << 0,
-	SFS_PRIV_DAC = 1 << 1,
-	SFS_PRIV_FOWNER = 1 << 2,
-	SFS_PRIV_ADMIN = 1 << 3,  /* CAP_SYS_ADMIN: to close a passthrough backing id */
-};
-void sfs_priv_begin(unsigned what);
-void sfs_priv_end(void);
 
 /* Around the registration of a backing file for kernel passthrough (fuse_io.h): the kernel
  * keeps the credentials of the registering thread for every read and write through that file,

@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <grp.h>
-#include <linux/capability.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "priv.h"
 #include "util.h"
 
 #define MAX_GROUPS 256
@@ -30,13 +30,6 @@ struct thread_creds {
 	long long groups_expiry;
 	int ngroups;
 	gid_t groups[MAX_GROUPS];
-	/* whether the effective capabilities are root's (all permitted) or none: a thread acting
-	 * for an ordinary caller must hold none of the daemon's (contract §4.1) */
-	enum { CAPS_UNKNOWN, CAPS_ROOT, CAPS_NONE } caps;
-	/* saved by sfs_priv_begin */
-	int priv_depth;
-	bool saved_ok;
-	struct __user_cap_data_struct saved[2];
 };
 
 static __thread struct thread_creds tc;
@@ -60,7 +53,6 @@ static int thread_init(void)
 	tc.umask = umask(0);
 	tc.umask = 0;
 	tc.ngroups = -1;
-	tc.caps = CAPS_UNKNOWN; /* the creating thread's, of the moment */
 	tc.ready = true;
 	return 0;
 }
@@ -96,38 +88,6 @@ static int set_groups(fuse_req_t req, const struct fuse_ctx *ctx)
 	return 0;
 }
 
-static int capget_self(struct __user_cap_data_struct data[2])
-{
-	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
-	return syscall(SYS_capget, &h, data);
-}
-
-static int capset_self(struct __user_cap_data_struct data[2])
-{
-	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
-	return syscall(SYS_capset, &h, data);
-}
-
-/* The thread's effective capabilities for the caller: every permitted one for root, none for
- * anyone else. setfsuid drops only the file-system capabilities; the others (CAP_SYS_RESOURCE:
- * ext4's blocks reserved for root; CAP_SYS_ADMIN, CAP_SETFCAP, ...) would otherwise act for an
- * ordinary user's request. The permitted set stays, so the thread can be root's again. */
-static int set_effective_caps(bool root)
-{
-	struct __user_cap_data_struct d[2];
-
-	if (tc.caps == (root ? CAPS_ROOT : CAPS_NONE))
-		return 0;
-	if (capget_self(d) < 0)
-		return -errno;
-	for (int i = 0; i < 2; i++)
-		d[i].effective = root ? d[i].permitted : 0;
-	if (capset_self(d) < 0)
-		return -errno;
-	tc.caps = root ? CAPS_ROOT : CAPS_NONE;
-	return 0;
-}
-
 int sfs_creds_enter(fuse_req_t req)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
@@ -138,7 +98,7 @@ int sfs_creds_enter(fuse_req_t req)
 	/* setgroups, and setfs[ug]id to other than the real ids, take CAP_SETGID and CAP_SETUID:
 	 * the thread has them while it switches, and keeps them only for root */
 	if ((ctx->gid != tc.gid || ctx->uid != tc.uid || (ctx->uid != 0 && !groups_fresh(ctx))) &&
-	    (rc = set_effective_caps(true)))
+	    (rc = sfs_priv_effective(true)))
 		return rc;
 	/* Groups matter only where the backing decides by them; root passes those checks by
 	 * capability, so its requests skip the /proc read. */
@@ -160,53 +120,11 @@ int sfs_creds_enter(fuse_req_t req)
 		umask(ctx->umask);
 		tc.umask = ctx->umask;
 	}
-	return set_effective_caps(ctx->uid == 0);
-}
-
-static void raise_cap(struct __user_cap_data_struct data[2], int cap)
-{
-	data[CAP_TO_INDEX(cap)].effective |= CAP_TO_MASK(cap);
-}
-
-void sfs_priv_begin(unsigned what)
-{
-	struct __user_cap_data_struct d[2];
-
-	bool outer = tc.priv_depth++ == 0;
-
-	/* a thread that has served no request yet has what its creator had at the time */
-	if (!tc.ready && thread_init() < 0)
-		return;
-	if (tc.uid == 0 && tc.caps == CAPS_ROOT)
-		return; /* root's requests already have every capability */
-	if (capget_self(d) < 0)
-		return;
-	if (outer) {
-		memcpy(tc.saved, d, sizeof(d));
-		tc.saved_ok = true;
-	}
-	if (what & SFS_PRIV_SEARCH)
-		raise_cap(d, CAP_DAC_READ_SEARCH);
-	if (what & SFS_PRIV_DAC) {
-		raise_cap(d, CAP_DAC_READ_SEARCH);
-		raise_cap(d, CAP_DAC_OVERRIDE);
-	}
-	if (what & SFS_PRIV_FOWNER) {
-		raise_cap(d, CAP_FOWNER);
-		raise_cap(d, CAP_FSETID);
-	}
-	if (what & SFS_PRIV_ADMIN)
-		raise_cap(d, CAP_SYS_ADMIN);
-	capset_self(d);
-}
-
-/* Ends the outermost sfs_priv_begin: the thread gets back what it had before it. */
-void sfs_priv_end(void)
-{
-	if (--tc.priv_depth || !tc.saved_ok)
-		return;
-	capset_self(tc.saved);
-	tc.saved_ok = false;
+	/* Every permitted capability for root, none for anyone else: setfsuid drops only the
+	 * file-system capabilities, and the others (CAP_SYS_RESOURCE: ext4's blocks reserved for
+	 * root; CAP_SYS_ADMIN, CAP_SETFCAP, ...) would otherwise act for an ordinary user's
+	 * request (contract §4.1). */
+	return sfs_priv_effective(ctx->uid == 0);
 }
 
 /* An id no file and no user has: (uid_t)-2, the one below the "no change" value. */
@@ -230,11 +148,11 @@ static int caps_all(void)
 {
 	struct __user_cap_data_struct d[2];
 
-	if (capget_self(d) < 0)
+	if (sfs_priv_caps_get(d) < 0)
 		return -errno;
 	d[0].effective = d[0].permitted;
 	d[1].effective = d[1].permitted;
-	return capset_self(d) < 0 ? -errno : 0;
+	return sfs_priv_caps_set(d) < 0 ? -errno : 0;
 }
 
 static int become_nobody(void)
@@ -259,7 +177,7 @@ int sfs_creds_backing_begin(bool as_caller)
 	reg.ids_changed = reg.caps_changed = false;
 	if (as_caller && tc.uid == 0)
 		return 0; /* root: every capability is the caller's own */
-	if (capget_self(reg.caps) < 0) {
+	if (sfs_priv_caps_get(reg.caps) < 0) {
 		rc = -errno;
 		reg.active = false;
 		return rc;
@@ -274,8 +192,8 @@ int sfs_creds_backing_begin(bool as_caller)
 	}
 	memcpy(d, reg.caps, sizeof(d));
 	d[0].effective = d[1].effective = 0;
-	raise_cap(d, CAP_SYS_ADMIN);
-	if (capset_self(d) < 0) {
+	sfs_priv_caps_raise(d, CAP_SYS_ADMIN);
+	if (sfs_priv_caps_set(d) < 0) {
 		rc = -errno;
 		sfs_creds_backing_end();
 		return rc;
@@ -297,7 +215,7 @@ void sfs_creds_backing_end(void)
 			syscall(SYS_setgroups, 0, NULL);
 	}
 	if (reg.caps_changed)
-		capset_self(reg.caps);
+		sfs_priv_caps_set(reg.caps);
 	reg.active = false;
 }
 

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "creds.h"
+#include "priv.h"
 #include "inode.h"
 
 void sfs_fdcache_init(struct sfs_fdcache *c, int mount_fd, size_t limit)

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "creds.h"
+#include "priv.h"
 #include "services.h"
 #include "view.h"
 #include "fdcache.h"

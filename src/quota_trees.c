@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "creds.h"
+#include "priv.h"
 #include "fdcache.h"
 #include "quota_int.h"
 #include "util.h"
