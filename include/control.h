@@ -10,6 +10,9 @@
 #define SFS_PROTO_VERSION 1
 #define SFS_MSG_MAX (1u << 20)
 #define SFS_MSG_FDS 2
+/* The "version" of the status document a CLI gathers from the daemons' SFS_REQ_STATUS
+ * replies (contract §2) */
+#define SFS_STATUS_VERSION 1
 
 enum sfs_msg_type {
 	SFS_REQ_ADD_VIEW = 1, /* fields: mountpoint, source, options; fds: /dev/fuse, mnt ns */

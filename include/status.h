@@ -1,5 +1,6 @@
 /* `strictfs status`: the daemon's half builds one JSON object per daemon (contract §2); the CLI
- * gathers them into {"version": 1, "daemons": [...]} and prints the table. */
+ * gathers them into {"version": 1, "daemons": [...]} (client.h) and prints the table
+ * (status_print.h). */
 #ifndef SFS_STATUS_H
 #define SFS_STATUS_H
 
@@ -7,11 +8,6 @@
 
 struct sfs_daemon;
 
-#define SFS_STATUS_VERSION 1
-
 json_object *sfs_status_daemon(struct sfs_daemon *d);
-
-/* Prints the human table for a whole status document. */
-void sfs_status_print(json_object *doc);
 
 #endif

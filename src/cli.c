@@ -19,7 +19,7 @@
 #include "mntns.h"
 #include "mountid.h"
 #include "options.h"
-#include "status.h"
+#include "status_print.h"
 #include "util.h"
 
 #ifndef MS_NOSYMFOLLOW

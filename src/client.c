@@ -17,7 +17,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "status.h"
 #include "util.h"
 
 int sfs_client_connect(const char *key)
