@@ -9,9 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "inode.h"
 #include "lru.h"
-
-struct sfs_node;
 
 struct sfs_fdcache {
 	pthread_mutex_t lock;
@@ -41,5 +40,8 @@ void sfs_fdcache_offer(struct sfs_fdcache *c, struct sfs_node *n, int fd);
 
 /* Closes the node's descriptor (the node is being freed; no user may hold it). */
 void sfs_fdcache_remove(struct sfs_fdcache *c, struct sfs_node *n);
+
+/* The three above, as the inode table takes them (sfs_itab_hooks.fds). */
+extern const struct sfs_itab_fds sfs_fdcache_fds;
 
 #endif

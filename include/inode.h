@@ -66,13 +66,29 @@ struct sfs_node {
 	atomic_int pt_atime_opens;
 };
 
+struct sfs_fdcache;
+
+/* What the table does with a node's descriptor, which the descriptor cache keeps (in the
+ * node's fd, fd_users and lru, under its lock): fdcache.h gives these as sfs_fdcache_fds. The
+ * cache knows nodes, and reopens them by id; the table reaches the cache only through these,
+ * with the cache each of its calls is given. */
+struct sfs_itab_fds {
+	/* whether the node's descriptor is open now (it keeps the inode, and its number, alive) */
+	bool (*cached)(struct sfs_fdcache *c, const struct sfs_node *n);
+	/* hands a freshly opened descriptor of the node to the cache, which owns it from then */
+	void (*offer)(struct sfs_fdcache *c, struct sfs_node *n, int fd);
+	/* closes the node's descriptor: the node is being freed and no one holds it */
+	void (*remove)(struct sfs_fdcache *c, struct sfs_node *n);
+};
+
 /* What must happen to every node as it enters the table and as it leaves (the daemon's
  * services register it: the quota ledger counts a node from its stat, the fold indexes drop
- * the spellings recorded under it). */
+ * the spellings recorded under it), and the descriptor cache's part (never NULL). */
 struct sfs_itab_hooks {
 	void (*created)(void *arg, struct sfs_node *n, const struct stat *st);
 	void (*freed)(void *arg, struct sfs_node *n);
 	void *arg;
+	const struct sfs_itab_fds *fds;
 };
 
 struct sfs_handover;
@@ -84,7 +100,6 @@ struct sfs_itab {
 	struct sfs_htab nodes;       /* struct sfs_node, stale ones included */
 };
 
-struct sfs_fdcache;
 struct sfs_spellset;
 
 int sfs_itab_init(struct sfs_itab *t, const struct sfs_itab_hooks *hooks);

@@ -348,7 +348,8 @@ int start_services(struct sfs_daemon *d, char *err, size_t errlen)
 	int fd, rc;
 
 	const struct sfs_itab_hooks node_hooks = {
-		.created = node_created, .freed = sfs_names_node_freed, .arg = &d->svc};
+		.created = node_created, .freed = sfs_names_node_freed, .arg = &d->svc,
+		.fds = &sfs_fdcache_fds};
 
 	if (sfs_itab_init(&d->svc.itab, &node_hooks)) {
 		sfs_errf(err, errlen, d->source, "out of memory");

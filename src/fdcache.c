@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "priv.h"
 #include "inode.h"
+#include "priv.h"
 
 void sfs_fdcache_init(struct sfs_fdcache *c, int mount_fd, size_t limit)
 {
@@ -149,3 +149,9 @@ void sfs_fdcache_remove(struct sfs_fdcache *c, struct sfs_node *n)
 	if (fd >= 0)
 		close(fd);
 }
+
+const struct sfs_itab_fds sfs_fdcache_fds = {
+	.cached = sfs_fd_cached,
+	.offer = sfs_fdcache_offer,
+	.remove = sfs_fdcache_remove,
+};

@@ -7,7 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fdcache.h"
 #include "handover.h"
 #include "hash.h"
 
@@ -33,7 +32,7 @@ int sfs_itab_init(struct sfs_itab *t, const struct sfs_itab_hooks *hooks)
 
 static void free_node(struct sfs_itab *t, struct sfs_fdcache *c, struct sfs_node *n)
 {
-	sfs_fdcache_remove(c, n);
+	t->hooks.fds->remove(c, n);
 	if (t->hooks.freed)
 		t->hooks.freed(t->hooks.arg, n);
 	free(n->refs);
@@ -218,7 +217,7 @@ int sfs_itab_get(struct sfs_itab *t, struct sfs_fdcache *c, int fd, const struct
 	/* A node whose descriptor is open holds its inode, so the number is still that object's.
 	 * Without one, the inode may have been freed and its number reused: only the file handle
 	 * (number and generation) tells. */
-	alive = n && sfs_fd_cached(c, n);
+	alive = n && t->hooks.fds->cached(c, n);
 	pthread_mutex_unlock(&t->lock);
 again:
 	if (!alive) {
@@ -251,7 +250,7 @@ again:
 	}
 	rc = add_ref(t, n, view);
 	if (!rc)
-		sfs_fdcache_offer(c, n, fd);
+		t->hooks.fds->offer(c, n, fd);
 	pthread_mutex_unlock(&t->lock);
 	if (fresh) {
 		free(fresh->refs);

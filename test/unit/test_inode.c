@@ -100,7 +100,7 @@ static size_t open_fds(void)
 
 static void setup(struct fixture *x, size_t fd_limit)
 {
-	const struct sfs_itab_hooks hooks = {.created = hook_created, .freed = hook_freed};
+	const struct sfs_itab_hooks hooks = {.created = hook_created, .freed = hook_freed, .fds = &sfs_fdcache_fds};
 	struct stat st;
 
 	seen_reset();
@@ -668,7 +668,7 @@ static void test_successor(void)
 	struct sfs_handover next;
 	struct sfs_itab t2;
 	struct sfs_fdcache c2;
-	const struct sfs_itab_hooks none = {0};
+	const struct sfs_itab_hooks none = {.fds = &sfs_fdcache_fds};
 	struct sfs_node *f, *f2 = NULL;
 	uint64_t fid, gid;
 	char err[256] = "";

@@ -162,7 +162,7 @@ static void stop(struct fixture *x)
 static void setup(struct fixture *x)
 {
 	struct stat st;
-	const struct sfs_itab_hooks hooks = {.created = node_created};
+	const struct sfs_itab_hooks hooks = {.created = node_created, .fds = &sfs_fdcache_fds};
 
 	memset(x, 0, sizeof(*x));
 	strcpy(x->dir, "/tmp/sfs-test-qledger.XXXXXX");
