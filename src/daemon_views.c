@@ -22,6 +22,7 @@
 
 #include "control.h"
 #include "util.h"
+#include "passthrough.h"
 
 /* The view's root: subdir resolved beneath the backing root, never through a symlink. */
 int open_view_root(struct sfs_daemon *d, const char *subdir, struct sfs_node **out,

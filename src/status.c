@@ -10,6 +10,7 @@
 #include "daemon.h"
 #include "locks.h"
 #include "names.h"
+#include "passthrough.h"
 
 static json_object *split_list(const char *list)
 {

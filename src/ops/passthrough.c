@@ -11,6 +11,8 @@
 
 #include "coherence.h"
 #include "fuse_io.h"
+#include "creds.h"
+#include "passthrough.h"
 #include "view_passthrough.h"
 #include "services.h"
 #include "handover.h"
@@ -18,6 +20,18 @@
 
 /* The table's first size: it grows with the files a view has open by passthrough. */
 #define PT_BUCKETS 64
+
+/* A backing file the view registered, in its table (view_passthrough.h). */
+struct sfs_pt_entry {
+	struct sfs_hlink link;   /* in the view's table, by the node's backing inode */
+	const struct sfs_node *node;
+	int id;                  /* the backing id, > 0 */
+	unsigned opens;          /* the view's open files that use it */
+	unsigned writers;        /* of those, open for writing */
+	bool nobody;             /* registered with nobody's credentials (see creds.h) */
+	bool moves_atime;        /* the view's reads through it move the atime */
+	struct sfs_cred_key key; /* else whose */
+};
 
 /* Every view asks the kernel for passthrough, whatever its options say now: a remount may
  * let its files pass through later (the profile decides at each open). Not with
