@@ -14,6 +14,7 @@
 #include "keeper.h"
 #include "openfiles.h"
 #include "options.h"
+#include "registry.h"
 #include "services.h"
 #include "view.h"
 
@@ -32,6 +33,7 @@ struct sfs_daemon {
 	bool source_is_file;
 	struct sfs_backing backing;
 	struct sfs_services svc;         /* what the views share (services.h) */
+	struct sfs_registry views;       /* the views served (registry.h); svc.views points here */
 	size_t itab_peak;                /* most nodes since memory was last given back */
 	struct sfs_opts in_force;        /* first view's options: superblock-only and share */
 	time_t started;

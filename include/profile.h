@@ -7,25 +7,13 @@
 #ifndef SFS_PROFILE_H
 #define SFS_PROFILE_H
 
-#include <stdbool.h>
+#include <stddef.h>
 
 #include "options.h"
 
-struct sfs_profile {
-	struct sfs_opts opts;
-	/* MOUNT_ATTR_* of the view's own mount: ro, nosuid, nodev, noexec, nosymfollow, the
-	 * atime rule. Never the superblock's: a remount could not change that. */
-	unsigned mount_attrs;
-	/* MOUNT_ATTR_* of the view's clone of the backing, which its files are opened through:
-	 * ro and the atime rule, applied by the kernel to every access (policy.h, mount_attrs) */
-	unsigned backing_attrs;
-	/* Why its open files' data must go through the daemon, or NULL where the kernel's
-	 * passthrough may carry it (policy.h, no_passthrough) */
-	const char *no_passthrough;
-	/* It holds requests to quota limits (policy.h, limits) */
-	bool limits;
-	struct sfs_profile *retired; /* the profile this one replaced, kept until the view ends */
-};
+/* The profile itself, struct sfs_profile, is in view.h: the view holds it, and code that
+ * knows views but not the policies (view.c, names.c) reads it. */
+struct sfs_profile;
 
 /* The profile of options o, allocated; NULL if out of memory. */
 struct sfs_profile *sfs_profile_make(const struct sfs_opts *o);

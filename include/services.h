@@ -16,9 +16,9 @@
 #include "hash.h"
 #include "inode.h"
 #include "quota.h"
-#include "registry.h"
 
 struct sfs_coherence;
+struct sfs_registry;
 struct sfs_handover;
 struct sfs_openfiles;
 struct sfs_locks;
@@ -34,7 +34,7 @@ struct sfs_spellings {
 struct sfs_services {
 	const struct sfs_backing *backing; /* the one superblock (backing.h) */
 	ino_t root_ino;                    /* its root inode: the admin state /.strictfs is there */
-	struct sfs_registry views;         /* the views served (registry.h) */
+	struct sfs_registry *views;        /* the views served (registry.h), the daemon's */
 	struct sfs_itab itab;              /* nodes (inode.h) */
 	struct sfs_fdcache fdc;            /* their O_PATH descriptors (fdcache.h) */
 	struct sfs_quota quota;            /* usage and limits (quota.h) */

@@ -16,10 +16,27 @@
 #include "fuse_io.h"
 #include "backing.h"
 #include "options.h"
-#include "profile.h"
 #include "view_passthrough.h"
 
 struct sfs_services;
+
+/* A view's profile: everything its options mean, made by sfs_profile_make (profile.h, from
+ * the policies) and never changed once in force. */
+struct sfs_profile {
+	struct sfs_opts opts;
+	/* MOUNT_ATTR_* of the view's own mount: ro, nosuid, nodev, noexec, nosymfollow, the
+	 * atime rule. Never the superblock's: a remount could not change that. */
+	unsigned mount_attrs;
+	/* MOUNT_ATTR_* of the view's clone of the backing, which its files are opened through:
+	 * ro and the atime rule, applied by the kernel to every access (policy.h, mount_attrs) */
+	unsigned backing_attrs;
+	/* Why its open files' data must go through the daemon, or NULL where the kernel's
+	 * passthrough may carry it (policy.h, no_passthrough) */
+	const char *no_passthrough;
+	/* It holds requests to quota limits (policy.h, limits) */
+	bool limits;
+	struct sfs_profile *retired; /* the profile this one replaced, kept until the view ends */
+};
 
 struct sfs_view {
 	struct sfs_services *svc;       /* what its requests use (services.h) */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "notice_queue.h"
+#include "registry.h"
 #include "services.h"
 #include "view.h"
 
@@ -25,8 +26,8 @@ static void deliver(void *arg, const struct sfs_notice *it)
 	struct sfs_services *svc = ((struct sfs_coherence *)arg)->svc;
 	struct sfs_view *w;
 
-	sfs_registry_read_lock(&svc->views);
-	w = sfs_registry_at(&svc->views, it->slot);
+	sfs_registry_read_lock(svc->views);
+	w = sfs_registry_at(svc->views, it->slot);
 	if (w && w->se && !atomic_load(&w->ended)) {
 		if (it->kind == SFS_NOTICE_ENTRY)
 			fuse_lowlevel_notify_inval_entry(w->se, it->ino, it->name, strlen(it->name));
@@ -36,7 +37,7 @@ static void deliver(void *arg, const struct sfs_notice *it)
 		else
 			fuse_lowlevel_notify_inval_inode(w->se, it->ino, it->off, it->len);
 	}
-	sfs_registry_read_unlock(&svc->views);
+	sfs_registry_read_unlock(svc->views);
 }
 
 int sfs_coh_start(struct sfs_services *svc)
@@ -141,8 +142,8 @@ static bool find_targets(struct sfs_view *origin, struct sfs_node *n, struct tar
 	t->n = k;
 	if (!n->pins)
 		return true;
-	sfs_registry_read_lock(&svc->views);
-	sfs_for_each_view(&svc->views, w) {
+	sfs_registry_read_lock(svc->views);
+	sfs_for_each_view(svc->views, w) {
 		if (w == origin || w->root != n)
 			continue;
 		if (t->n == t->cap && !targets_reserve(t, 2 * t->cap))
@@ -150,7 +151,7 @@ static bool find_targets(struct sfs_view *origin, struct sfs_node *n, struct tar
 		t->slots[t->n] = w->slot;
 		t->inos[t->n++] = FUSE_ROOT_ID;
 	}
-	sfs_registry_read_unlock(&svc->views);
+	sfs_registry_read_unlock(svc->views);
 	return true;
 }
 
@@ -163,7 +164,7 @@ static void queue_to_targets_gone(struct sfs_view *origin, struct sfs_node *n, e
 	struct sfs_services *svc = origin->svc;
 	struct targets t;
 
-	if (sfs_registry_count(&svc->views) < 2 || !svc->coh)
+	if (sfs_registry_count(svc->views) < 2 || !svc->coh)
 		return;
 	if (find_targets(origin, n, &t))
 		for (size_t i = 0; i < t.n; i++) {

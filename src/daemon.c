@@ -158,7 +158,7 @@ static void wait_views_ended(struct sfs_daemon *d, int ms)
 
 	for (int waited = 0; waited < ms; waited += 50) {
 		bool all = true;
-		sfs_for_each_view(&d->svc.views, v)
+		sfs_for_each_view(&d->views, v)
 			if (!atomic_load(&v->ended))
 				all = false;
 		if (all)
@@ -171,7 +171,7 @@ static void unmount_all(struct sfs_daemon *d)
 {
 	struct sfs_view *v;
 
-	sfs_for_each_view(&d->svc.views, v)
+	sfs_for_each_view(&d->views, v)
 		sfs_view_unmount(v, false);
 	wait_views_ended(d, SHUTDOWN_WAIT_MS);
 	reap_ended_views(d);
@@ -186,7 +186,7 @@ static bool may_exit(struct sfs_daemon *d)
 	pthread_mutex_lock(&d->conns_lock);
 	conns = d->nconns;
 	pthread_mutex_unlock(&d->conns_lock);
-	return sfs_registry_count(&d->svc.views) == 0 && conns == 0 && flock(d->lock_fd, LOCK_EX | LOCK_NB) == 0;
+	return sfs_registry_count(&d->views) == 0 && conns == 0 && flock(d->lock_fd, LOCK_EX | LOCK_NB) == 0;
 }
 
 /* The kernel checks exclusivity only when the backing is created: root can still mount the
@@ -214,10 +214,10 @@ void check_shared(struct sfs_daemon *d)
 		syslog(LOG_INFO, "%s: the native mounts of the backing device are gone", d->source);
 	strcpy(d->shared_with, now);
 	atomic_store(&d->svc.shared, *now != 0);
-	sfs_registry_read_lock(&d->svc.views);
-	sfs_for_each_view(&d->svc.views, v)
+	sfs_registry_read_lock(&d->views);
+	sfs_for_each_view(&d->views, v)
 		sfs_view_set_caching(v, !*now && d->backing.mode == SFS_SHARE_EXCLUSIVE);
-	sfs_registry_read_unlock(&d->svc.views);
+	sfs_registry_read_unlock(&d->views);
 }
 
 /* The daemon lives in the mount namespace of the command that first mounted its source,
@@ -247,7 +247,7 @@ static void unmount_unreachable_views(struct sfs_daemon *d)
 	closedir(proc);
 	if (!alone)
 		return;
-	sfs_for_each_view(&d->svc.views, v) {
+	sfs_for_each_view(&d->views, v) {
 		if (v->ns_ino == self.st_ino && v->ns_dev == self.st_dev) {
 			syslog(LOG_INFO, "%s: no process is left in the mount namespace of %s; unmounting it",
 			       d->source, v->mountpoint);
@@ -281,7 +281,7 @@ static void control_loop(struct sfs_daemon *d)
 		struct pollfd pf[4] = {{busy < SFS_MAX_CONNS ? d->listen_fd : -1, POLLIN, 0},
 		                       {d->event_fd, POLLIN, 0}, {d->mountinfo_fd, POLLPRI, 0},
 		                       {d->keeper.pidfd, POLLIN, 0}};
-		int timeout = busy ? WATCHDOG_MS : sfs_registry_count(&d->svc.views) ? NAMESPACE_CHECK_MS : 200;
+		int timeout = busy ? WATCHDOG_MS : sfs_registry_count(&d->views) ? NAMESPACE_CHECK_MS : 200;
 		bool wait_source = false;
 		long long now;
 		uint64_t n;
@@ -294,7 +294,7 @@ static void control_loop(struct sfs_daemon *d)
 		}
 		pthread_mutex_lock(&d->control_lock);
 		now = now_ms();
-		if (sfs_registry_count(&d->svc.views) && now - last_check >= NAMESPACE_CHECK_MS) {
+		if (sfs_registry_count(&d->views) && now - last_check >= NAMESPACE_CHECK_MS) {
 			unmount_unreachable_views(d);
 			give_back_forgotten_nodes(d);
 			last_check = now;
@@ -311,7 +311,7 @@ static void control_loop(struct sfs_daemon *d)
 		sfs_quota_flush(&d->svc.quota);
 		if (atomic_load(&d->stopping)) {
 			unmount_all(d);
-			wait_source = sfs_registry_count(&d->svc.views) == 0;
+			wait_source = sfs_registry_count(&d->views) == 0;
 			done = true;
 		} else {
 			if (pf[0].revents & POLLIN)
@@ -426,13 +426,13 @@ static void teardown(struct sfs_daemon *d)
 		unlink(path);
 		close(d->listen_fd);
 	}
-	if (sfs_registry_count(&d->svc.views)) {
+	if (sfs_registry_count(&d->views)) {
 		/* views unmounted lazily while files in them are open keep serving until this
 		 * process ends; their threads use the tables, so nothing is freed under them. The
 		 * exit ends their connections (callers get ECONNABORTED) and releases the backing. */
 		sfs_quota_flush(&d->svc.quota);
 		syslog(LOG_WARNING, "%s: %zu view(s) still in use after unmounting; their open "
-		       "files fail as the daemon exits", d->source, sfs_registry_count(&d->svc.views));
+		       "files fail as the daemon exits", d->source, sfs_registry_count(&d->views));
 		return;
 	}
 	sfs_quota_stop(&d->svc.quota);
@@ -498,7 +498,8 @@ int sfs_daemon_main(int argc, char **argv)
 	d->keeper.pidfd = -1;
 	d->started = time(NULL);
 	d->svc.backing = &d->backing;
-	sfs_registry_init(&d->svc.views);
+	sfs_registry_init(&d->views);
+	d->svc.views = &d->views;
 	sfs_dirlock_init(&d->svc.dirlock);
 	pthread_mutex_init(&d->control_lock, NULL);
 	pthread_mutex_init(&d->conns_lock, NULL);

@@ -70,8 +70,8 @@ static json_object *views_usage(struct sfs_daemon *d)
 	json_object *a = json_object_new_array();
 	struct sfs_view *v;
 
-	sfs_registry_read_lock(&d->svc.views);
-	sfs_for_each_view(&d->svc.views, v) {
+	sfs_registry_read_lock(&d->views);
+	sfs_for_each_view(&d->views, v) {
 		json_object *o;
 		struct sfs_qentry e;
 		if (atomic_load(&v->ended))
@@ -90,7 +90,7 @@ static json_object *views_usage(struct sfs_daemon *d)
 		                       json_object_new_int64((int64_t)vo->inode_limit));
 		json_object_array_add(a, o);
 	}
-	sfs_registry_read_unlock(&d->svc.views);
+	sfs_registry_read_unlock(&d->views);
 	return a;
 }
 

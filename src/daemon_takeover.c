@@ -17,6 +17,7 @@
 #include "fuse_uring.h"
 #include "locks.h"
 #include "util.h"
+#include "profile.h"
 
 /* ---- strictfs upgrade ------------------------------------------------------------------ */
 
@@ -67,7 +68,7 @@ int hand_over(struct sfs_daemon *d, char *err, size_t errlen)
 	if ((rc = successor_compatible(d, err, errlen)))
 		return rc;
 	sfs_fuse_gate_hold();
-	sfs_for_each_view(&d->svc.views, v) {
+	sfs_for_each_view(&d->views, v) {
 		struct sfs_fuse_uring *u = atomic_load(&v->fuse_io.uring);
 		if (u)
 			sfs_fuse_uring_hold(u);
@@ -79,7 +80,7 @@ int hand_over(struct sfs_daemon *d, char *err, size_t errlen)
 	d->ho.daemon.state = SFS_HO_HANDING_OVER;
 	sfs_ho_write_daemon(&d->ho);
 	syslog(LOG_INFO, "%s: generation %llu hands its %zu view(s) over to %s", d->source,
-	       (unsigned long long)d->ho.daemon.generation, sfs_registry_count(&d->svc.views),
+	       (unsigned long long)d->ho.daemon.generation, sfs_registry_count(&d->views),
 	       d->binary);
 	d->handed_over = true;
 	return 0;
@@ -244,7 +245,7 @@ static int adopt_view(struct sfs_daemon *d, const struct sfs_ho_view *rec)
 	struct sfs_view *v;
 	int rc;
 
-	if (sfs_registry_at(&d->svc.views, rec->slot) || !(v = calloc(1, sizeof(*v))))
+	if (sfs_registry_at(&d->views, rec->slot) || !(v = calloc(1, sizeof(*v))))
 		return -EEXIST;
 	if (!(v->prof = sfs_profile_make(&rec->opts))) {
 		free(v);
@@ -265,7 +266,7 @@ static int adopt_view(struct sfs_daemon *d, const struct sfs_ho_view *rec)
 	prepare_view(d, v, rec->slot, rec->mountpoint, rec->source);
 	v->failed = d->ho.daemon.failed[0] != 0;
 	v->fuse_io.fd = rec->fuse_fd;
-	sfs_registry_add(&d->svc.views, v);
+	sfs_registry_add(&d->views, v);
 	return 0;
 fail:
 	syslog(LOG_ERR, "%s: cannot take the view at %s over: %s", d->source, rec->mountpoint, err);
@@ -285,7 +286,7 @@ static void adopt_files(struct sfs_daemon *d)
 		int rc;
 		if (!sfs_openfiles_record(&d->files, slot, &rec))
 			continue;
-		if (!(v = sfs_registry_at(&d->svc.views, rec.view)))
+		if (!(v = sfs_registry_at(&d->views, rec.view)))
 			rc = -ENOENT;
 		else if (atomic_load(&rec.live) == SFS_HO_DIR)
 			rc = sfs_view_adopt_dir(v, slot, &rec);
@@ -305,7 +306,7 @@ static void start_adopted_views(struct sfs_daemon *d)
 	struct sfs_ho_view *rec = malloc(sizeof(*rec));
 	struct sfs_view *v;
 
-	sfs_for_each_view(&d->svc.views, v) {
+	sfs_for_each_view(&d->views, v) {
 		int rc;
 		if (!rec || !sfs_ho_read_view(&d->ho, v->slot, rec))
 			continue;
@@ -388,7 +389,7 @@ int take_over(struct sfs_daemon *d, int state_fd, char *err, size_t errlen)
 	r->took_over_ms = sfs_ho_now_ms();
 	record_daemon(d, NULL);
 	syslog(crashed ? LOG_WARNING : LOG_INFO, "%s: generation %llu took over %zu view(s) after %s",
-	       d->source, (unsigned long long)r->generation, sfs_registry_count(&d->svc.views),
+	       d->source, (unsigned long long)r->generation, sfs_registry_count(&d->views),
 	       crashed ? "a crash of its predecessor" : "a handover");
 	if (r->failed[0])
 		syslog(LOG_ERR, "%s: %s: its views answer EIO until they are unmounted", d->source,
@@ -396,7 +397,7 @@ int take_over(struct sfs_daemon *d, int state_fd, char *err, size_t errlen)
 	start_adopted_views(d);
 	/* the daemon answers (and an upgrade waits for that) once each queue was woken and the
 	 * process that woke it is gone: it was in the view, and would hold it busy */
-	sfs_for_each_view(&d->svc.views, v)
+	sfs_for_each_view(&d->views, v)
 		sfs_view_poked(v, POKE_WAIT_MS);
 	return 0;
 }

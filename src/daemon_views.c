@@ -23,6 +23,7 @@
 #include "control.h"
 #include "util.h"
 #include "passthrough.h"
+#include "profile.h"
 
 /* The view's root: subdir resolved beneath the backing root, never through a symlink. */
 int open_view_root(struct sfs_daemon *d, const char *subdir, struct sfs_node **out,
@@ -116,20 +117,20 @@ static int admissible(struct sfs_daemon *d, const struct sfs_opts *o, char *err,
 	}
 	if ((rc = backing_allows(d, o, err, errlen)))
 		return rc;
-	if (o->cache == SFS_CACHE_WRITEBACK && sfs_registry_count(&d->svc.views)) {
+	if (o->cache == SFS_CACHE_WRITEBACK && sfs_registry_count(&d->views)) {
 		sfs_errf(err, errlen, "cache=writeback",
 		         "%s has other views; writeback caching needs the only view",
 		         d->source);
 		return -EBUSY;
 	}
-	sfs_for_each_view(&d->svc.views, v)
+	sfs_for_each_view(&d->views, v)
 		if (v->prof->opts.cache == SFS_CACHE_WRITEBACK) {
 			sfs_errf(err, errlen, "cache=writeback",
 			         "the view at %s uses it; no further views of %s while it exists",
 			         v->mountpoint, d->source);
 			return -EBUSY;
 		}
-	if (sfs_registry_count(&d->svc.views) >= SFS_MAX_VIEWS) {
+	if (sfs_registry_count(&d->views) >= SFS_MAX_VIEWS) {
 		sfs_errf(err, errlen, d->source, "too many views");
 		return -EMFILE;
 	}
@@ -251,7 +252,7 @@ int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t errlen
 	if ((rc = namespace_identity(req->fds[1], v, err, errlen)) ||
 	    (rc = make_clone(d, v, err, errlen)))
 		goto fail;
-	if ((slot = sfs_registry_free_slot(&d->svc.views)) < 0) {
+	if ((slot = sfs_registry_free_slot(&d->views)) < 0) {
 		rc = -EMFILE;
 		goto fail;
 	}
@@ -271,7 +272,7 @@ int add_view(struct sfs_daemon *d, struct sfs_msg *req, char *err, size_t errlen
 		sfs_itab_unpin(&d->svc.itab, &d->svc.fdc, v->root);
 		goto fail;
 	}
-	sfs_registry_add(&d->svc.views, v);
+	sfs_registry_add(&d->views, v);
 	sfs_view_record(v);
 	log_view(d, "view added at", v);
 	return 0;
@@ -360,7 +361,7 @@ int remount_view(struct sfs_daemon *d, struct sfs_msg *req, unsigned long *flags
 		sfs_errf(err, errlen, "control", "malformed remount request");
 		return -EPROTO;
 	}
-	if (!(v = sfs_registry_find(&d->svc.views, mp, req->fds[0]))) {
+	if (!(v = sfs_registry_find(&d->views, mp, req->fds[0]))) {
 		sfs_errf(err, errlen, mp, "not a view of %s", d->source);
 		return -ENOENT;
 	}
@@ -396,7 +397,7 @@ int remount_view(struct sfs_daemon *d, struct sfs_msg *req, unsigned long *flags
 static void drop_view(struct sfs_daemon *d, struct sfs_view *v)
 {
 	sfs_ho_drop_view(&d->ho, v->slot);
-	sfs_registry_remove(&d->svc.views, v);
+	sfs_registry_remove(&d->views, v);
 	sfs_view_end_locks(v);
 	sfs_view_finish(v);
 	sfs_view_close_files(v);
@@ -411,7 +412,7 @@ void reap_ended_views(struct sfs_daemon *d)
 {
 	struct sfs_view *v;
 
-	sfs_for_each_view(&d->svc.views, v)
+	sfs_for_each_view(&d->views, v)
 		if (atomic_load(&v->ended))
 			drop_view(d, v);
 }

@@ -11,6 +11,7 @@
 #include "locks.h"
 #include "names.h"
 #include "passthrough.h"
+#include "profile.h"
 
 static json_object *split_list(const char *list)
 {
@@ -174,11 +175,11 @@ json_object *sfs_status_daemon(struct sfs_daemon *d)
 	json_object_object_add(o, "quota", sfs_quota_status(&d->svc.quota));
 	/* the lock owners it keeps a backing description for (locks.h) */
 	json_object_object_add(o, "lock_owners", json_object_new_uint64(sfs_locks_count(d->svc.locks)));
-	sfs_registry_read_lock(&d->svc.views);
-	sfs_for_each_view(&d->svc.views, v)
+	sfs_registry_read_lock(&d->views);
+	sfs_for_each_view(&d->views, v)
 		if (!atomic_load(&v->ended))
 			json_object_array_add(views, view_json(v));
-	sfs_registry_read_unlock(&d->svc.views);
+	sfs_registry_read_unlock(&d->views);
 	json_object_object_add(o, "views", views);
 	return o;
 }

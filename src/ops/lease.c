@@ -112,15 +112,15 @@ static size_t targets_of(struct sfs_view *v, struct sfs_node *n, bool writes,
 		nv = TARGETS_MAX + 1;
 	if (nv < 2 || !(nd = leased_on(n->ino, writes, devs, TARGETS_MAX)))
 		return 0;
-	sfs_registry_read_lock(&v->svc->views);
+	sfs_registry_read_lock(v->svc->views);
 	for (size_t i = 0; i < nv && x->n < TARGETS_MAX; i++) {
-		struct sfs_view *w = sfs_registry_at(&v->svc->views, views[i]);
+		struct sfs_view *w = sfs_registry_at(v->svc->views, views[i]);
 		if (!w || w == v || atomic_load(&w->ended) || !among(sfs_view_dev(w), devs, nd))
 			continue;
 		sfs_view_place_of(w, &x->t[x->n].place);
 		x->t[x->n++].nodeid = sfs_ino_of(w, n);
 	}
-	sfs_registry_read_unlock(&v->svc->views);
+	sfs_registry_read_unlock(v->svc->views);
 	return x->n;
 }
 
@@ -237,7 +237,7 @@ bool lease_break_first(fuse_req_t req, fuse_ino_t ino, int flags, const struct l
 	struct lease_break *x;
 	int rc;
 
-	if (sfs_registry_count(&v->svc->views) < 2 || !(n = sfs_node_of(v, ino)) ||
+	if (sfs_registry_count(v->svc->views) < 2 || !(n = sfs_node_of(v, ino)) ||
 	    !S_ISREG(n->type) || !(x = calloc(1, sizeof(*x))))
 		return false;
 	*x = (struct lease_break){.base = {.req = req, .view = v, .run = break_then_go_on},

@@ -8,6 +8,7 @@
 
 #include "coherence.h"
 #include "creds.h"
+#include "registry.h"
 #include "services.h"
 #include "view.h"
 
@@ -62,7 +63,7 @@ void atime_moved(struct sfs_view *v, struct sfs_node *n, int fd, atomic_llong *s
 	struct stat st;
 	long long was = atomic_load(seen);
 
-	if (was == NO_ATIME || sfs_registry_count(&v->svc->views) < 2 || !n || fstat(fd, &st) < 0)
+	if (was == NO_ATIME || sfs_registry_count(v->svc->views) < 2 || !n || fstat(fd, &st) < 0)
 		return;
 	if (atime_ns(&st) != was && atomic_compare_exchange_strong(seen, &was, atime_ns(&st)))
 		sfs_coh_attr(v, n);

@@ -8,6 +8,7 @@
 
 #include "policy.h"
 #include "util.h"
+#include "view.h"
 
 struct sfs_profile *sfs_profile_make(const struct sfs_opts *o)
 {
