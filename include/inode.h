@@ -26,7 +26,7 @@
 struct sfs_nodeq {
 	int64_t bytes;   /* st_blocks * 512 */
 	uint32_t uid, gid;
-	bool counted;    /* false once its last link is gone */
+	bool counted;    /* it exists: it has a name, or (not a directory) an open file */
 	uint32_t rmask;  /* the view trees (quota roots) it is inside, valid for generation rgen */
 	uint32_t rgen;
 	ino_t parent;    /* a directory holding it (not for directories: they know "..") */
@@ -64,6 +64,10 @@ struct sfs_node {
 	 * (src/ops/passthrough.c). */
 	atomic_int pt_writers;
 	atomic_int pt_atime_opens;
+	/* Files open on it, over all views. An object whose last name went lives until its last
+	 * close, and ext4 charges it meanwhile: the quota ledger counts it while this is not 0
+	 * (quota.h), an O_TMPFILE file from its birth. */
+	atomic_int opens;
 };
 
 struct sfs_fdcache;
@@ -146,6 +150,9 @@ size_t sfs_itab_views_of(struct sfs_itab *t, struct sfs_node *node, uint32_t *vi
 bool sfs_itab_id_held_by(struct sfs_itab *t, uint64_t id, uint32_t view);
 
 size_t sfs_itab_count(struct sfs_itab *t);
+/* Calls fn for every node with an open file, under the table lock (fn may take the fd cache,
+ * nothing above it). */
+void sfs_itab_each_open(struct sfs_itab *t, void (*fn)(void *arg, struct sfs_node *n), void *arg);
 
 /* open_by_handle_at of the node's backing object relative to mount_fd (the backing or a
  * clone of it: the new descriptor belongs to that mount). Needs CAP_DAC_READ_SEARCH, which

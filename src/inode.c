@@ -382,6 +382,17 @@ bool sfs_itab_id_held_by(struct sfs_itab *t, uint64_t id, uint32_t view)
 	return held;
 }
 
+void sfs_itab_each_open(struct sfs_itab *t, void (*fn)(void *arg, struct sfs_node *n), void *arg)
+{
+	struct sfs_hlink *l, *next;
+
+	pthread_mutex_lock(&t->lock);
+	sfs_htab_for_each_safe(l, next, &t->nodes)
+		if (atomic_load(&node_at(l)->opens) > 0)
+			fn(arg, node_at(l));
+	pthread_mutex_unlock(&t->lock);
+}
+
 size_t sfs_itab_count(struct sfs_itab *t)
 {
 	size_t n;

@@ -63,13 +63,16 @@ static pthread_mutex_t *stripe_of(struct sfs_quota *q, const struct sfs_node *no
 	return &q->stripes[((uintptr_t)node >> 6) % SFS_QSTRIPES];
 }
 
-/* Moves the ledger from what nq was counted as to st; nq becomes st. */
-static void recount(struct sfs_quota *q, struct sfs_nodeq *nq, const struct stat *st)
+/* Moves the ledger from what nq was counted as to st; nq becomes st. An object with no name
+ * still exists while node has an open file, and is counted, as ext4 charges it. */
+static void recount(struct sfs_quota *q, struct sfs_nodeq *nq, const struct stat *st,
+                    const struct sfs_node *node)
 {
 	struct sfs_nodeq now;
 	bool dirty;
 
 	sfs_quota_node_init(&now, st);
+	now.counted |= node && !S_ISDIR(st->st_mode) && atomic_load(&node->opens) > 0;
 	now.rmask = nq->rmask;
 	now.rgen = nq->rgen;
 	now.parent = nq->parent;
@@ -103,7 +106,7 @@ void sfs_quota_sync(struct sfs_quota *q, struct sfs_node *node, struct sfs_nodeq
 	if (node)
 		node->q.rmask = mask;
 	if (fstat(fd, &st) == 0)
-		recount(q, node ? &node->q : was, &st);
+		recount(q, node ? &node->q : was, &st, node);
 	if (m)
 		pthread_mutex_unlock(m);
 }
@@ -122,7 +125,7 @@ void sfs_quota_created(struct sfs_quota *q, struct sfs_node *node, const struct 
 	none.rmask = mask;
 	none.rgen = atomic_load(&q->rgen);
 	node->q = none;
-	recount(q, &node->q, st);
+	recount(q, &node->q, st, node);
 	pthread_mutex_unlock(m);
 }
 

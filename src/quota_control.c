@@ -330,6 +330,8 @@ static int compare_root(struct sfs_quota *q, int slot, json_object *diffs)
 		return fd;
 	rc = recount_tree_at(q, &s, fd);
 	sfs_fd_put(q->ctx.fdc, r->node);
+	if (!rc)
+		rc = recount_nameless(q, &s, 1u << slot);
 	for (int k = 0; !rc && k < SFS_QNRES; k++)
 		if (r->e.used[k] != s.total.used[k])
 			add_difference(diffs, "tree", (uint32_t)r->ino, k ? "inodes" : "bytes", r->e.used[k],
@@ -359,6 +361,8 @@ json_object *sfs_quota_check(struct sfs_quota *q, bool *same)
 	pthread_rwlock_wrlock(&q->barrier);
 	syncfs(q->ctx.root_fd);
 	rc = recount_tree_at(q, &s, q->ctx.root_fd);
+	if (!rc)
+		rc = recount_nameless(q, &s, 0);
 	pthread_mutex_lock(&q->lock);
 	if (!rc) {
 		compare_tables(&q->state.t[SFS_QUSR], &s.usage.t[SFS_QUSR], "user", diffs);

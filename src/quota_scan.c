@@ -4,6 +4,9 @@
  * costs memory, not descriptors. */
 #include "quota.h"
 
+#include "fdcache.h"
+#include "inode.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -289,6 +292,34 @@ static int scan_tree(struct sfs_quota *q, struct scan *s)
 int recount_tree_at(struct sfs_quota *q, struct scan *s, int top)
 {
 	return walk_tree(q, s, top, count_later);
+}
+
+struct nameless {
+	struct scan *s;
+	uint32_t rmask; /* the view trees counted, 0 for the whole backing */
+	int rc;
+};
+
+static void count_if_nameless(void *arg, struct sfs_node *n)
+{
+	struct nameless *x = arg;
+	struct stat st;
+	int fd;
+
+	if (n->type == S_IFDIR || (x->rmask && !(n->q.rmask & x->rmask)) ||
+	    (fd = sfs_fd_get(x->s->q->ctx.fdc, n)) < 0)
+		return;
+	if (fstat(fd, &st) == 0 && st.st_nlink == 0 && !x->rc)
+		x->rc = add_usage(x->s, st.st_uid, st.st_gid, (int64_t)st.st_blocks * 512);
+	sfs_fd_put(x->s->q->ctx.fdc, n);
+}
+
+int recount_nameless(struct sfs_quota *q, struct scan *s, uint32_t rmask)
+{
+	struct nameless x = {.s = s, .rmask = rmask};
+
+	sfs_itab_each_open(q->ctx.itab, count_if_nameless, &x);
+	return x.rc;
 }
 
 void scan_free(struct scan *s)

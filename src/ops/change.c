@@ -213,12 +213,10 @@ void change_done(struct req *q, struct change *c, int rc)
 	c->made = !rc;
 	if (rc)
 		return;
-	/* a directory grows by a block as names join it; an object linked from nowhere (an
-	 * O_TMPFILE file) is counted from its first name on */
+	/* a directory grows by a block as names join it (an object given a name was counted
+	 * already: one with no name is counted while it is open) */
 	sfs_quota_sync(req_ledger(q), (c->dir2 ? c->dir2 : c->dir)->node, NULL,
 	               (c->dir2 ? c->dir2 : c->dir)->fd);
-	if (c->kind == CHANGE_LINK)
-		sfs_quota_sync(req_ledger(q), c->linked->node, NULL, c->linked->fd);
 	tell_views(q, c, gone);
 }
 

@@ -276,17 +276,6 @@ int reserve_new(struct req *q, struct held *p, enum make_kind kind, const char *
 	return req_reserve(q, q->r.ctx->uid, gid, bytes, 1);
 }
 
-/* An object with no name (an O_TMPFILE file) is not in the ledger (contract 5.4): its first
- * name brings its inode and blocks in, reserved like a new object's. */
-static int reserve_unlinked(struct req *q, struct held *h)
-{
-	struct stat st;
-
-	if (!q->r.view->prof->limits || stat_fd(h->fd, &st) || st.st_nlink > 0)
-		return 0;
-	return req_reserve(q, st.st_uid, st.st_gid, (int64_t)st.st_blocks * 512, 1);
-}
-
 static int make_at(struct req *q, struct held *p, const char *name, enum make_kind kind,
                    mode_t mode, dev_t rdev, const char *target)
 {
@@ -454,8 +443,8 @@ out:
 	req_reply_err(&q, rc);
 }
 
-/* A name for an existing object, an O_TMPFILE file's first one included (its node then
- * enters the ledger, which may refuse it: the blocks it holds join the caller's usage). */
+/* A name for an existing object, an O_TMPFILE file's first one included (the ledger has
+ * counted it since its birth, as ext4 does). */
 void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
 	struct fuse_entry_param e;
@@ -472,8 +461,7 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *n
 	if ((rc = req_hold(&q, ino, &c.linked)) || (rc = req_hold(&q, newparent, &c.dir)) ||
 	    (rc = sfs_policy_name(q.r.view, c.dir->node, newname, true)) ||
 	    (rc = sfs_quota_may_move(req_ledger(&q), c.linked->node, c.linked->fd, c.dir->node,
-	                             c.dir->fd)) ||
-	    (rc = reserve_unlinked(&q, c.linked)))
+	                             c.dir->fd)))
 		goto out;
 	fd_path(path, c.linked->fd);
 	/* The magic link lands on the node itself, symlinks included, and never follows on. */

@@ -82,6 +82,24 @@ static void record_file(struct sfs_view *v, struct sfs_file *f, const struct sta
 	sfs_openfiles_publish(v->svc->files, f->slot, &rec);
 }
 
+/* The node has one more open file. One with no name (O_TMPFILE, or unlinked between the
+ * open's stat and now) is counted by the ledger from here on: ext4 charges it until its last
+ * close. The count goes up before the ledger looks, so an unlink that races sees it. */
+static void count_open(struct sfs_view *v, struct sfs_node *node, int fd, const struct stat *st)
+{
+	if (node && atomic_fetch_add(&node->opens, 1) == 0 && st->st_nlink == 0)
+		sfs_quota_sync(&v->svc->quota, node, NULL, fd);
+}
+
+/* The node's open file fd ends: the last one of an object with no name leaves the ledger. */
+static void uncount_open(struct sfs_view *v, struct sfs_node *node, int fd)
+{
+	struct stat st;
+
+	if (node && atomic_fetch_sub(&node->opens, 1) == 1 && fstat(fd, &st) == 0 && st.st_nlink == 0)
+		sfs_quota_sync(&v->svc->quota, node, NULL, fd);
+}
+
 /* A new open file of the view for backing descriptor fd (taken over), into fi: handed to the
  * kernel's passthrough where the view has it, else served by the daemon. As the caller. */
 static int new_file(struct sfs_view *v, struct sfs_node *node, int fd, const struct stat *st,
@@ -116,6 +134,7 @@ static int new_file(struct sfs_view *v, struct sfs_node *node, int fd, const str
 	f->cached = !fi->direct_io;
 	record_file(v, f, st);
 	enlist_file(v, f);
+	count_open(v, node, fd, st);
 	return 0;
 }
 
@@ -150,6 +169,7 @@ int sfs_view_adopt_file(struct sfs_view *v, uint32_t slot, const struct sfs_ho_f
 	f->cached = rec->flags & SFS_HO_CACHED;
 	sfs_openfiles_adopt(v->svc->files, slot, f);
 	enlist_file(v, f);
+	count_open(v, node, f->fd, &st);
 	return 0;
 }
 
@@ -167,6 +187,7 @@ static int end_file(struct sfs_view *v, struct sfs_file *f)
 	pthread_mutex_unlock(&v->files_lock);
 	if (f->backing)
 		pt_release(v, f->node, f->writes);
+	uncount_open(v, f->node, f->fd);
 	if (f->pinned)
 		sfs_fd_put(&v->svc->fdc, f->pinned);
 	if (atomic_load(&f->twin) >= 0)
@@ -309,8 +330,8 @@ static int open_created(struct req *q, struct change *c, int fd, mode_t mode,
 	return 0;
 }
 
-/* FUSE_TMPFILE, which the transport hands over as a CREATE of "/" (fuse_io.h): a file with
- * no name in the directory, open, counted by the ledger once it gets a name (op_link). */
+/* FUSE_TMPFILE, which the transport hands over as a CREATE of "/" (fuse_adapt.h): a file with
+ * no name in the directory, open, counted by the ledger from its birth as ext4 counts it. */
 static void create_tmpfile(struct req *q, fuse_ino_t parent, mode_t mode,
                            struct fuse_file_info *fi)
 {

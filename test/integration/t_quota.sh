@@ -148,9 +148,9 @@ for i in range(3000):
 	assert_check_clean "quota check agrees"
 }
 
-test_quota_open_unlinked_file_is_not_counted() {
-	# contract §5.4: an unlinked file still open is no longer counted (as a scan would not see
-	# it). Native ext4 differs here: it charges the inode until its last close.
+test_quota_open_unlinked_file_counted_until_last_close() {
+	# contract §5.4: a file whose last name went while it is open stays counted until its
+	# last close, as ext4 charges it; writes to it count and are limited like any other
 	quota_views quota
 	local ua pid
 	ua=$(id -u "$SFS_ALICE")
@@ -158,7 +158,7 @@ test_quota_open_unlinked_file_is_not_counted() {
 	assert_eq 1 "$(used user "$ua" inodes)" "alice is charged the file's inode"
 	assert_eq 262144 "$(used user "$ua" bytes)" "and its 256 KiB"
 	# a process holds the file open while it is removed and written on, and keeps it open
-	# until told (the file "go" appears)
+	# until told (the file "go" appears); it writes its blocks into "ready"
 	: >"$T_DIR/ready"
 	chmod 666 "$T_DIR/ready"
 	as_user "$SFS_ALICE" "$PY" -c '
@@ -167,22 +167,46 @@ fd = os.open(sys.argv[1], os.O_RDWR)
 os.unlink(sys.argv[1])
 os.pwrite(fd, b"z" * 65536, 1 << 20)
 os.fsync(fd)
-assert os.fstat(fd).st_nlink == 0 and os.fstat(fd).st_blocks > 0
-open(sys.argv[2], "w").write("ready")
+assert os.fstat(fd).st_nlink == 0
+open(sys.argv[2], "w").write(str(os.fstat(fd).st_blocks * 512))
 end = time.time() + 60
 while not os.path.exists(sys.argv[3]) and time.time() < end:
     time.sleep(0.05)
-os.close(fd)' "$N/gone" "$T_DIR/ready" "$T_DIR/go" &
+os.close(fd)' "$Q/gone" "$T_DIR/ready" "$T_DIR/go" &
 	pid=$!
 	wait_until 20 test -s "$T_DIR/ready" || die "the holder of the unlinked file did not get ready"
 	assert_ok pid_alive "$pid"
-	assert_eq 0 "$(used user "$ua" inodes)" "open and unlinked: the file left alice's inodes"
-	assert_eq 0 "$(used user "$ua" bytes)" "and her bytes, the write after the unlink too"
-	assert_check_clean "open and unlinked: the ledger equals a scan"
+	assert_eq 327680 "$(cat "$T_DIR/ready")" "the unlinked file holds 320 KiB"
+	assert_eq 1 "$(used user "$ua" inodes)" "open and unlinked: still alice's inode"
+	assert_eq 327680 "$(used user "$ua" bytes)" "and her bytes, the write after the unlink too"
+	assert_check_clean "open and unlinked: the ledger equals a scan and the open files"
 	touch "$T_DIR/go"
 	wait "$pid"
 	assert_eq 0 "$?" "the holder wrote on the unlinked file and closed it"
-	assert_eq "0 0" "$(used user "$ua" inodes) $(used user "$ua" bytes)" "nothing comes back at the last close"
+	assert_eq "0 0" "$(used user "$ua" inodes) $(used user "$ua" bytes)" "all of it goes at the last close"
+	assert_check_clean "ledger equals a scan"
+}
+
+test_quota_writes_to_unlinked_files_are_limited() {
+	# files with no name count toward the limit while open: writes to them cannot pass it
+	quota_views quota
+	assert_ok quota set "$LOOP" -u "$SFS_ALICE" --bhard 1M
+	assert_eq "EDQUOT after 1048576" "$(as_user "$SFS_ALICE" "$PY" -c '
+import errno, os, sys
+fds, n = [], 0
+try:
+    for i in range(8):
+        fd = os.open(f"{sys.argv[1]}/t{i}", os.O_CREAT | os.O_RDWR, 0o600)
+        os.unlink(f"{sys.argv[1]}/t{i}")
+        fds.append(fd)
+        for _ in range(4):
+            os.write(fd, b"u" * 65536)
+            n += 65536
+    print("no limit after", n)
+except OSError as e:
+    print(errno.errorcode[e.errno], "after", n)' "$Q")" "eight unlinked files together stop at alice's 1M"
+	assert_eq "0 0" "$(used user "$(id -u "$SFS_ALICE")" inodes) $(used user "$(id -u "$SFS_ALICE")" bytes)" \
+		"closed, nothing stays"
 	assert_check_clean "ledger equals a scan"
 }
 

@@ -2,7 +2,7 @@
 # O_TMPFILE (contract §4.1): a file with no name, made in a directory of a view, written, and
 # given names with linkat(2), as on native ext4: the same answers through a pair of views as
 # through a native mount and a bind mount of it (tmpfile.py), in acl, noacl and casefold views;
-# quota views charge it from its first name on and refuse past a limit. The request reaches
+# quota views charge it from its birth, as ext4 does, and refuse past a limit. The request reaches
 # the daemon through the transport's own translation (fuse_adapt.h), so this file runs in both
 # passes.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -110,8 +110,11 @@ try:
     fd = os.open(d, os.O_TMPFILE | os.O_RDWR, 0o644)
 except OSError as e:
     print("open", errno.errorcode[e.errno]); sys.exit()
-for off in range(0, n, 262144):
-    os.write(fd, b"q" * min(262144, n - off))
+try:
+    for off in range(0, n, 262144):
+        os.write(fd, b"q" * min(262144, n - off))
+except OSError as e:
+    print("write", errno.errorcode[e.errno]); sys.exit()
 os.fsync(fd)
 if libc.linkat(-100, f"/proc/self/fd/{fd}".encode(), -100, f"{d}/{name}".encode(), 0x400) < 0:
     print("link", errno.errorcode[ctypes.get_errno()])
@@ -119,30 +122,42 @@ else:
     print("linked")' "$@"
 }
 
-test_tmpfile_quota_charged_from_its_first_name() {
+test_tmpfile_quota_charged_from_its_birth() {
 	ensure_users
 	new_source tmpquota
-	local Q=$T_DIR/q ua before
+	local Q=$T_DIR/q ua
 	view usrquota "$LOOP" "$Q"
 	chmod 1777 "$Q"
 	ua=$(id -u "$SFS_ALICE")
-	before=$(usage_of "$ua")
-	assert_eq "0 0" "$before" "alice owns nothing yet"
+	assert_eq "0 0" "$(usage_of "$ua")" "alice owns nothing yet"
 	assert_eq linked "$(tmp_then_link "$Q" 262144 kept)" "alice links her O_TMPFILE file"
 	assert_eq "1 262144" "$(usage_of "$ua")" "its inode and 256 KiB are charged to alice"
+	# one held open with no name is charged until it is closed, as ext4 charges it
+	: >"$T_DIR/held"
+	chmod 666 "$T_DIR/held"
 	as_user "$SFS_ALICE" "$PY" -c '
-import os, sys
+import os, sys, time
 fd = os.open(sys.argv[1], os.O_TMPFILE | os.O_WRONLY, 0o644)
-os.write(fd, b"z" * 65536); os.close(fd)' "$Q"
-	assert_eq "1 262144" "$(usage_of "$ua")" "one closed with no name leaves nothing"
+os.write(fd, b"z" * 65536); os.fsync(fd)
+open(sys.argv[2], "w").write("held")
+end = time.time() + 60
+while not os.path.exists(sys.argv[3]) and time.time() < end:
+    time.sleep(0.05)
+os.close(fd)' "$Q" "$T_DIR/held" "$T_DIR/go" &
+	local pid=$!
+	wait_until 20 test -s "$T_DIR/held" || die "the O_TMPFILE holder did not get ready"
+	assert_eq "2 327680" "$(usage_of "$ua")" "open with no name: charged"
 	assert_ok "$STRICTFS" quota check "$LOOP"
-	# limits: no inode left refuses the open, as ext4 charges the inode at once; blocks past the
-	# hard limit refuse the first name (contract §5.4)
+	touch "$T_DIR/go"
+	wait "$pid"
+	assert_eq "1 262144" "$(usage_of "$ua")" "closed with no name: nothing stays"
+	assert_ok "$STRICTFS" quota check "$LOOP"
+	# limits: no inode left refuses the open; a write past the block limit is refused
 	assert_ok "$STRICTFS" quota set "$LOOP" -u "$SFS_ALICE" --ihard 1
 	assert_eq "open EDQUOT" "$(tmp_then_link "$Q" 4096 more)" "no inode left: EDQUOT"
 	assert_ok "$STRICTFS" quota set "$LOOP" -u "$SFS_ALICE" --ihard 0 --bhard 1M
-	assert_eq "link EDQUOT" "$(tmp_then_link "$Q" 1048576 big)" "its first name would pass 1M: EDQUOT"
-	assert_eq "1 262144" "$(usage_of "$ua")" "nothing charged for the refused one"
+	assert_eq "write EDQUOT" "$(tmp_then_link "$Q" 1048576 big)" "writes past 1M: EDQUOT"
+	assert_eq "1 262144" "$(usage_of "$ua")" "nothing charged for the refused one once closed"
 	assert_eq linked "$(tmp_then_link "$Q" 65536 small)" "one within the limit is linked"
 	assert_eq "2 327680" "$(usage_of "$ua")" "and charged"
 	assert_fails test -e "$Q/big"
