@@ -37,8 +37,10 @@ struct sfs_cred_key {
 struct sfs_cred_key sfs_creds_key(void);
 
 /* Whether the calling thread's caller writes differently from a nobody: root (it keeps set-id
- * bits, uses reserved blocks), or one ext4 lets use its reserved blocks (resuid, resgid). */
-bool sfs_creds_write_privileged(uid_t resuid, gid_t resgid);
+ * bits, uses reserved blocks), one ext4 lets use its reserved blocks (resuid, resgid), or, to
+ * the file of attributes st (if not NULL), a member of its group when it is set-group-ID
+ * without group execute (the write keeps that bit for members only). */
+bool sfs_creds_write_privileged(uid_t resuid, gid_t resgid, const struct stat *st);
 
 /* Whether the mode bits alone give the calling thread's caller (after sfs_creds_enter) the
  * access mask (R_OK|W_OK|X_OK) on st: the kernel's check on a noacl view, redone by the

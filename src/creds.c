@@ -238,9 +238,15 @@ static bool caller_in_group(gid_t gid)
 	return false;
 }
 
-bool sfs_creds_write_privileged(uid_t resuid, gid_t resgid)
+bool sfs_creds_write_privileged(uid_t resuid, gid_t resgid, const struct stat *st)
 {
-	return tc.uid == 0 || tc.uid == resuid || (resgid != 0 && caller_in_group(resgid));
+	/* a write keeps S_ISGID of a file without group execute for a member of its group
+	 * (setattr_should_drop_sgid), and drops it for anyone else */
+	bool keeps_sgid = st && (st->st_mode & (S_ISGID | S_IXGRP)) == S_ISGID &&
+	                  caller_in_group(st->st_gid);
+
+	return tc.uid == 0 || tc.uid == resuid || (resgid != 0 && caller_in_group(resgid)) ||
+	       keeps_sgid;
 }
 
 bool sfs_mode_allows(const struct stat *st, int mask)

@@ -115,11 +115,15 @@ static bool same_key(struct sfs_cred_key a, struct sfs_cred_key b)
 	return a.uid == b.uid && a.gid == b.gid && a.groups == b.groups;
 }
 
-/* Whether the caller's writes show a privilege (writer_may_share): they then run with the
- * caller's own credentials, everyone else's with nobody's, which write alike. */
-static bool writes_privileged(struct sfs_view *v)
+/* Whether the caller's writes to the file open as fd show a privilege (writer_may_share): they
+ * then run with the caller's own credentials, everyone else's with nobody's, which write
+ * alike. */
+static bool writes_privileged(struct sfs_view *v, int fd)
 {
-	return sfs_creds_write_privileged(v->svc->backing->resuid, v->svc->backing->resgid);
+	struct stat st;
+
+	return sfs_creds_write_privileged(v->svc->backing->resuid, v->svc->backing->resgid,
+	                                  fstat(fd, &st) == 0 ? &st : NULL);
 }
 
 /* Whether a registration made by this open should carry the caller's own credentials: a
@@ -130,7 +134,7 @@ static bool registers_as_caller(struct sfs_view *v, int fd, bool writes)
 {
 	struct stat st;
 
-	if (!writes_privileged(v))
+	if (!writes_privileged(v, fd))
 		return false;
 	if (writes)
 		return true;
@@ -173,13 +177,14 @@ static struct sfs_pt_entry *register_backing(struct sfs_view *v, const struct sf
  * nobody, so anyone may share it for reading: reads do the same whoever reads. A writer
  * shares a registration only where its writes give the same result as its own would: one of
  * its own credentials, or nobody's for a writer without a privilege a write can show (root
- * keeps set-id bits, root and ext4's resuid/resgid use the reserved blocks). Anything else
+ * keeps set-id bits, and so does a member of the group of a set-group-ID file without group
+ * execute; root and ext4's resuid/resgid use the reserved blocks). Anything else
  * would let one user's writes run with another's power, or root's with less: the open is
  * refused with EBUSY while the other registration is open. */
-static bool writer_may_share(struct sfs_view *v, const struct sfs_pt_entry *e)
+static bool writer_may_share(struct sfs_view *v, const struct sfs_pt_entry *e, int fd)
 {
 	if (e->nobody)
-		return !writes_privileged(v);
+		return !writes_privileged(v, fd);
 	return same_key(e->key, sfs_creds_key());
 }
 
@@ -208,7 +213,7 @@ int pt_open(struct sfs_view *v, struct sfs_node *n, int fd, bool writes)
 			return 0;
 		}
 	}
-	if (e && writes && !writer_may_share(v, e)) {
+	if (e && writes && !writer_may_share(v, e, fd)) {
 		pthread_mutex_unlock(&v->pt.lock);
 		return -EBUSY;
 	}

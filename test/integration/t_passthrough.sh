@@ -215,6 +215,37 @@ test_passthrough_setid_bits_as_native() {
 	assert_eq "$native" "$(setid_after_writes "$T_DIR/v")" "view: as native"
 }
 
+# A set-group-ID file without group execute keeps the bit when a member of its group writes it,
+# and loses it for anyone else (xfstests generic/193): the member's write must not run with
+# nobody's credentials, as every unprivileged write's did.
+sgid_after_writes() { # DIR -> the modes after the writes of alice (a member) and of bob
+	local u f=$1/g
+	for u in "$SFS_ALICE" "$SFS_BOB"; do
+		chmod 2666 "$f"
+		as_user "$u" sh -c "printf x >>'$f'"
+		printf '%s ' "$(stat -c %a "$f")"
+		chmod 2666 "$f"
+		as_user "$u" sh -c "echo >'$f'"
+		printf '%s ' "$(stat -c %a "$f")"
+	done
+}
+
+test_passthrough_setgid_kept_for_group_members_as_native() {
+	ensure_users
+	native_ref
+	new_source pt
+	view acl "$LOOP" "$T_DIR/v"
+	local d native
+	for d in "$REF" "$T_DIR/v"; do
+		touch "$d/g"
+		chown "$SFS_ALICE:$SFS_GRP" "$d/g"
+	done
+	native=$(sgid_after_writes "$REF")
+	assert_eq "2666 2666 666 666 " "$native" "native: the member's writes keep S_ISGID, bob's clear it"
+	assert_eq "$native" "$(sgid_after_writes "$T_DIR/v")" "view: as native"
+	assert_eq true "$(data_path "$T_DIR/v" passthrough)" "through passthrough"
+}
+
 # A backing registration is shared only where the writes give the result they would give
 # alone: with another process reading the file through the view (its registration made as
 # nobody), bob's append clears the set-id bit as natively, and root's, which natively keeps
