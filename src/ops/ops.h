@@ -172,7 +172,7 @@ int open_node(struct sfs_req *r, struct held *h, int flags, struct stat *st);
 long long first_atime(const struct sfs_view *v, const struct stat *st);
 void atime_moved(struct sfs_view *v, struct sfs_node *n, int fd, atomic_llong *seen);
 
-/* ---- passthrough.c: kernel passthrough of open files (view_passthrough.h) -------------- */
+/* ---- passthrough.c: kernel passthrough of open files (passthrough.h: the daemon's calls) -- */
 
 /* The backing id an open of n (a regular file open as fd, for writing or not) is handed: > 0,
  * 0 for the daemon path, or -errno to refuse the open. */
