@@ -86,15 +86,6 @@ struct sfs_view {
 
 struct sfs_file;
 
-/* Closes the files of an ended view that the kernel never released (a view unmounted lazily
- * loses the RELEASEs of files closed after it). Only once its session threads are gone. */
-void sfs_view_close_files(struct sfs_view *v);
-
-/* Ends the lock waits of an ended view (their requests answer EINTR) and its locks (ops/
- * lock.c); before its session threads are stopped, since an io_uring entry's thread may be
- * the one waiting. */
-void sfs_view_end_locks(struct sfs_view *v);
-
 /* The node a kernel's node id names in this view (its root is FUSE_ROOT_ID), or NULL if the
  * daemon does not know it. Every id a kernel sends is looked up, never trusted as memory. */
 struct sfs_node *sfs_node_of(const struct sfs_view *v, fuse_ino_t ino);
@@ -103,13 +94,6 @@ fuse_ino_t sfs_ino_of(const struct sfs_view *v, const struct sfs_node *n);
 /* A successor's: the node of a predecessor's open file (with stat st), which must be id; it
  * gets the lookups counted for it. NULL if it is not. */
 struct sfs_node *sfs_view_adopt_node(struct sfs_view *v, const struct stat *st, uint64_t id);
-
-/* A successor takes over a predecessor's open file or directory record (handover.h) at the
- * same slot, so the kernel's fh goes on naming it. Returns 0 or -errno (the record is then
- * not the descriptor's, or its node is gone). */
-struct sfs_ho_file;
-int sfs_view_adopt_file(struct sfs_view *v, uint32_t slot, const struct sfs_ho_file *rec);
-int sfs_view_adopt_dir(struct sfs_view *v, uint32_t slot, const struct sfs_ho_file *rec);
 
 /* Creates the session for an already-mounted /dev/fuse descriptor and starts serving it.
  * Takes ownership of fuse_fd. A successor passes its predecessor's record of the view (else

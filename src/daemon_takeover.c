@@ -15,6 +15,7 @@
 
 #include "fuse_gate.h"
 #include "fuse_uring.h"
+#include "view_files.h"
 #include "locks.h"
 #include "util.h"
 #include "profile.h"

@@ -23,6 +23,7 @@
 #include "control.h"
 #include "util.h"
 #include "passthrough.h"
+#include "view_files.h"
 #include "profile.h"
 
 /* The view's root: subdir resolved beneath the backing root, never through a symlink. */

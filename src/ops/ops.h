@@ -8,6 +8,7 @@
 #define SFS_OPS_H
 
 #include "view.h"
+#include "view_files.h"
 
 #include <dirent.h>
 #include <stdatomic.h>
