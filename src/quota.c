@@ -64,7 +64,10 @@ static pthread_mutex_t *stripe_of(struct sfs_quota *q, const struct sfs_node *no
 }
 
 /* Moves the ledger from what nq was counted as to st; nq becomes st. An object with no name
- * still exists while node has an open file, and is counted, as ext4 charges it. */
+ * still exists while node has an open file, and is counted, as ext4 charges it; not while the
+ * start-up scan runs, whose count, which cannot see it, then replaces the ledger's: a
+ * successor's file that a predecessor left with no name is counted from its first change
+ * after the scan. */
 static void recount(struct sfs_quota *q, struct sfs_nodeq *nq, const struct stat *st,
                     const struct sfs_node *node)
 {
@@ -72,7 +75,8 @@ static void recount(struct sfs_quota *q, struct sfs_nodeq *nq, const struct stat
 	bool dirty;
 
 	sfs_quota_node_init(&now, st);
-	now.counted |= node && !S_ISDIR(st->st_mode) && atomic_load(&node->opens) > 0;
+	now.counted |= node && !S_ISDIR(st->st_mode) && atomic_load(&node->opens) > 0 &&
+	               atomic_load(&q->scan) == SFS_SCAN_DONE;
 	now.rmask = nq->rmask;
 	now.rgen = nq->rgen;
 	now.parent = nq->parent;

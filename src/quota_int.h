@@ -50,8 +50,9 @@ int scan_tree_at(struct sfs_quota *q, struct scan *s, int top);
  * its own way (count_later). */
 int recount_tree_at(struct sfs_quota *q, struct scan *s, int top);
 /* quota check's count of what no walk finds: objects whose last name went (O_TMPFILE files
- * too) that a view still has open, which the ledger counts as ext4 charges them; in the view
- * trees of rmask only (0: all). */
+ * too) that a view still has open, which the ledger counts as ext4 charges them (all but a
+ * predecessor's not changed since the start-up scan); in the view trees of rmask only (0:
+ * all). */
 int recount_nameless(struct sfs_quota *q, struct scan *s, uint32_t rmask);
 /* After every scan_tree_at and recount_tree_at, whether it failed or not. */
 void scan_free(struct scan *s);

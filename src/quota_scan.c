@@ -306,7 +306,9 @@ static void count_if_nameless(void *arg, struct sfs_node *n)
 	struct stat st;
 	int fd;
 
-	if (n->type == S_IFDIR || (x->rmask && !(n->q.rmask & x->rmask)) ||
+	/* only what the ledger counts: not a file a predecessor left with no name that has not
+	 * changed since the start-up scan (quota.c, recount) */
+	if (n->type == S_IFDIR || !n->q.counted || (x->rmask && !(n->q.rmask & x->rmask)) ||
 	    (fd = sfs_fd_get(x->s->q->ctx.fdc, n)) < 0)
 		return;
 	if (fstat(fd, &st) == 0 && st.st_nlink == 0 && !x->rc)
