@@ -2,6 +2,7 @@
 # Every option honoured at every moment (contract §5): a remount gives exactly what a fresh
 # mount with the new options gives, files already open through the view included, or is
 # refused by name and changes nothing. The view profile (doc/design.md) is what is compared.
+# transport-independent: a remount puts a new profile in force above the transport (passthrough's backing files are registered through /dev/fuse either way); t_passthrough and t_data carry the data path in both passes
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 EDQUOT_MSG="Disk quota exceeded"

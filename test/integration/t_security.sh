@@ -5,6 +5,7 @@
 # outcome (errno name, or OK with the resulting mode/owner) must be native ext4's. Where a view
 # differs by design (noacl ignores ACLs; a subdir view refuses handles a bind mount honours),
 # the designed outcome is asserted and the reason given beside it.
+# transport-independent: what a caller may do is the kernel's checks on the view and the credentials the request carries, the same in both transports; t_creds carries the switch of an io_uring entry's thread to them in both passes
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 PROBE=
