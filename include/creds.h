@@ -49,8 +49,9 @@ bool sfs_creds_write_privileged(uid_t resuid, gid_t resgid, const struct stat *s
 #include <sys/stat.h>
 bool sfs_mode_allows(const struct stat *st, int mask);
 
-/* Whether the process pid has CAP_SYS_ADMIN in its effective set, in the daemon's own user
- * namespace (for listing trusted.*, as ext4 lists them only to capable(CAP_SYS_ADMIN)). */
-bool sfs_pid_has_sys_admin(pid_t pid);
+/* Whether the process pid has capability cap in its effective set, in the daemon's own user
+ * namespace: for what ext4 allows a capable caller only (CAP_SYS_ADMIN lists trusted.*,
+ * CAP_LINUX_IMMUTABLE sets the immutable flag). */
+bool sfs_pid_has_cap(pid_t pid, int cap);
 
 #endif

@@ -62,7 +62,8 @@ struct sfs_policy {
 	 * the module cannot tell without the backing. */
 	int (*peek)(const struct sfs_view *v, const struct sfs_node *dir, const char *name,
 	            char *out, size_t outlen, bool *exact);
-	/* Inode flags (FS_IOC_GETFLAGS) the view adds to the backing's for an inode of type. */
+	/* Inode flags (FS_IOC_GETFLAGS) the view adds to the backing's for an inode of type;
+	 * only flags of SFS_POLICY_VIEW_FLAGS. */
 	unsigned (*inode_flags)(const struct sfs_view *v, mode_t type);
 	/* Adjusts statfs results for the caller. */
 	void (*statfs)(const struct sfs_req *r, struct statvfs *st);
@@ -123,6 +124,10 @@ int sfs_policy_resolve(const struct sfs_view *v, const struct sfs_node *dir, int
 int sfs_policy_peek(const struct sfs_view *v, const struct sfs_node *dir, const char *name,
                     char *out, size_t outlen, bool *exact);
 unsigned sfs_policy_inode_flags(const struct sfs_view *v, mode_t type);
+/* The inode flags a view's options decide (casefold: FS_CASEFOLD_FL, <linux/fs.h>): shown as
+ * the options say, and never changed through a view, where a change would reach every view
+ * of the backing (contract §4.7). */
+#define SFS_POLICY_VIEW_FLAGS 0x40000000u
 unsigned sfs_policy_mount_attrs(const struct sfs_opts *o);
 enum sfs_cache_use sfs_policy_open_cache(const struct sfs_view *v, const struct stat *st);
 int sfs_policy_backing_flags(const struct sfs_view *v, int flags);

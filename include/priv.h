@@ -11,12 +11,19 @@
 
 /* Capabilities a thread may raise for one backing call, deliberately and briefly:
  * SEARCH to reopen a node by handle, DAC to perform an access the kernel already allowed on
- * a noacl view, FOWNER|FSETID for the suid/sgid-clearing SETATTR (doc/kernel.md §4.4). */
+ * a noacl view, FOWNER|FSETID for the suid/sgid-clearing SETATTR (doc/kernel.md §4.4), and
+ * what a caller's own capability allows it (IMMUTABLE, RESOURCE). */
 enum {
 	SFS_PRIV_SEARCH = 1 << 0,
 	SFS_PRIV_DAC = 1 << 1,
 	SFS_PRIV_FOWNER = 1 << 2,
 	SFS_PRIV_ADMIN = 1 << 3,  /* CAP_SYS_ADMIN: to close a passthrough backing id */
+	/* for an inode flag change ext4 allows only with them, when the caller has them */
+	SFS_PRIV_IMMUTABLE = 1 << 4, /* CAP_LINUX_IMMUTABLE: append-only, immutable */
+	SFS_PRIV_RESOURCE = 1 << 5,  /* CAP_SYS_RESOURCE: data journaling */
+	/* CAP_SYS_PTRACE: to see the namespaces of a caller holding capabilities the thread,
+	 * acting as a caller, does not (/proc/PID/ns asks for them) */
+	SFS_PRIV_INSPECT = 1 << 6,
 };
 void sfs_priv_begin(unsigned what);
 void sfs_priv_end(void);

@@ -266,13 +266,19 @@ bool sfs_mode_allows(const struct stat *st, int mask)
 
 /* Capabilities held in another user namespace (an unprivileged `unshare -U` has them all)
  * are no privilege over the backing. */
-bool sfs_pid_has_sys_admin(pid_t pid)
+bool sfs_pid_has_cap(pid_t pid, int cap)
 {
 	char path[64], line[256];
 	bool yes = false;
+	bool same;
 	FILE *f;
 
-	if (pid <= 0 || !sfs_same_namespace(pid, "user"))
+	if (pid <= 0)
+		return false;
+	sfs_priv_begin(SFS_PRIV_INSPECT);
+	same = sfs_same_namespace(pid, "user");
+	sfs_priv_end();
+	if (!same)
 		return false;
 	snprintf(path, sizeof(path), "/proc/%d/status", pid);
 	f = fopen(path, "re");
@@ -281,7 +287,7 @@ bool sfs_pid_has_sys_admin(pid_t pid)
 	while (fgets(line, sizeof(line), f)) {
 		unsigned long long eff;
 		if (sscanf(line, "CapEff: %llx", &eff) == 1) {
-			yes = eff & (1ull << CAP_SYS_ADMIN);
+			yes = eff & (1ull << cap);
 			break;
 		}
 	}

@@ -6,14 +6,95 @@
 
 #define TMPFILE_NAME "/"
 
-void sfs_fuse_adapt(void *buf, size_t len)
+/* FUSE_STATX and its request (<linux/fuse.h> 7.39) */
+#define OP_STATX 52
+struct statx_in {
+	uint32_t getattr_flags;
+	uint32_t reserved;
+	uint64_t fh;
+	uint32_t sx_flags;
+	uint32_t sx_mask;
+};
+
+_Static_assert(sizeof(struct sfs_fuse_statx) == 256, "struct fuse_statx is 256 bytes");
+_Static_assert(sizeof(struct sfs_fuse_statx_out) == 288, "struct fuse_statx_out");
+
+static size_t adapt_tmpfile(struct fuse_in_header *in, size_t len)
 {
-	struct fuse_in_header *in = buf;
 	const size_t name_at = sizeof(*in) + sizeof(struct fuse_create_in);
 
-	if (len < sizeof(*in) || in->opcode != FUSE_TMPFILE || in->len != len ||
-	    len != name_at + sizeof(TMPFILE_NAME) ||
-	    memcmp((const char *)buf + name_at, TMPFILE_NAME, sizeof(TMPFILE_NAME)))
-		return;
-	in->opcode = FUSE_CREATE;
+	if (len == name_at + sizeof(TMPFILE_NAME) &&
+	    !memcmp((const char *)in + name_at, TMPFILE_NAME, sizeof(TMPFILE_NAME)))
+		in->opcode = FUSE_CREATE;
+	return len;
+}
+
+static size_t adapt_statx(struct fuse_in_header *in, size_t len, size_t cap)
+{
+	const size_t ioctl_len = sizeof(*in) + sizeof(struct fuse_ioctl_in);
+	struct statx_in sx;
+	struct fuse_ioctl_in io = {0};
+
+	if (len != sizeof(*in) + sizeof(sx) || cap < ioctl_len)
+		return len;
+	memcpy(&sx, in + 1, sizeof(sx));
+	io.fh = sx.fh;
+	io.flags = SFS_IOCTL_STATX | (sx.getattr_flags & FUSE_GETATTR_FH ? SFS_IOCTL_STATX_FH : 0);
+	io.arg = (uint64_t)sx.sx_mask << 32 | sx.sx_flags;
+	memcpy(in + 1, &io, sizeof(io));
+	in->opcode = FUSE_IOCTL;
+	in->len = ioctl_len;
+	return ioctl_len;
+}
+
+size_t sfs_fuse_adapt(void *buf, size_t len, size_t cap)
+{
+	struct fuse_in_header *in = buf;
+
+	if (len < sizeof(*in) || in->len != len || cap < len)
+		return len;
+	if (in->opcode == FUSE_TMPFILE)
+		return adapt_tmpfile(in, len);
+	if (in->opcode == OP_STATX)
+		return adapt_statx(in, len, cap);
+	if (in->opcode == FUSE_IOCTL && len >= sizeof(*in) + sizeof(struct fuse_ioctl_in))
+		/* only a rewritten STATX has these bits, so the handler may believe them */
+		((struct fuse_ioctl_in *)(in + 1))->flags &= ~(SFS_IOCTL_STATX | SFS_IOCTL_STATX_FH);
+	return len;
+}
+
+static struct sfs_fuse_sx_time sx_time(struct statx_timestamp t)
+{
+	return (struct sfs_fuse_sx_time){.tv_sec = t.tv_sec, .tv_nsec = t.tv_nsec};
+}
+
+void sfs_fuse_statx_out_fill(struct sfs_fuse_statx_out *out, const struct statx *stx,
+                             double timeout)
+{
+	struct sfs_fuse_statx *sx = &out->stat;
+
+	memset(out, 0, sizeof(*out));
+	if (timeout > 0) {
+		out->attr_valid = (uint64_t)timeout;
+		out->attr_valid_nsec = (uint32_t)((timeout - (double)out->attr_valid) * 1e9);
+	}
+	sx->mask = stx->stx_mask;
+	sx->blksize = stx->stx_blksize;
+	sx->attributes = stx->stx_attributes;
+	sx->attributes_mask = stx->stx_attributes_mask;
+	sx->nlink = stx->stx_nlink;
+	sx->uid = stx->stx_uid;
+	sx->gid = stx->stx_gid;
+	sx->mode = stx->stx_mode;
+	sx->ino = stx->stx_ino;
+	sx->size = stx->stx_size;
+	sx->blocks = stx->stx_blocks;
+	sx->atime = sx_time(stx->stx_atime);
+	sx->btime = sx_time(stx->stx_btime);
+	sx->ctime = sx_time(stx->stx_ctime);
+	sx->mtime = sx_time(stx->stx_mtime);
+	sx->rdev_major = stx->stx_rdev_major;
+	sx->rdev_minor = stx->stx_rdev_minor;
+	sx->dev_major = stx->stx_dev_major;
+	sx->dev_minor = stx->stx_dev_minor;
 }

@@ -112,7 +112,7 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *view)
 			sfs_fuse_gate_set_unique(in->unique);
 			note_write(io, in, n);
 		}
-		sfs_fuse_adapt(buf, n);
+		n = (ssize_t)sfs_fuse_adapt(buf, (size_t)n, len);
 	}
 
 	if (n >= (ssize_t)(sizeof(*in) + offsetof(struct fuse_init_in, flags) + 4) &&

@@ -89,9 +89,9 @@ static void serve_request(struct entry *e)
 	start = e->payload - arg0 - sizeof(in);
 	memcpy(start, &in, sizeof(in));
 	memcpy(start + sizeof(in), e->hdr->op_in, arg0);
-	sfs_fuse_adapt(start, in.len);
-
-	struct fuse_buf buf = {.size = in.len, .mem = start};
+	struct fuse_buf buf = {
+		.size = sfs_fuse_adapt(start, in.len, sizeof(in) + arg0 + e->u->payload),
+		.mem = start};
 
 	e->unique = in.unique;
 	e->replied = false;

@@ -68,6 +68,12 @@ static void raise_what(struct __user_cap_data_struct d[2], unsigned what)
 	}
 	if (what & SFS_PRIV_ADMIN)
 		sfs_priv_caps_raise(d, CAP_SYS_ADMIN);
+	if (what & SFS_PRIV_IMMUTABLE)
+		sfs_priv_caps_raise(d, CAP_LINUX_IMMUTABLE);
+	if (what & SFS_PRIV_RESOURCE)
+		sfs_priv_caps_raise(d, CAP_SYS_RESOURCE);
+	if (what & SFS_PRIV_INSPECT)
+		sfs_priv_caps_raise(d, CAP_SYS_PTRACE);
 }
 
 void sfs_priv_begin(unsigned what)

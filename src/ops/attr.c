@@ -1,42 +1,78 @@
-/* Attributes (see ops.h): getattr, setattr, statfs, and the inode flags ioctl. */
+/* Attributes (see ops.h): getattr, statx, setattr, statfs, and the inode flags ioctls. */
 #include "ops.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "coherence.h"
+#include "fuse_adapt.h"
 #include "creds.h"
 #include "services.h"
 #include "view.h"
 
 #define SETATTR_SUID_BITS (S_ISUID | S_ISGID)
 
+/* What attributes are asked of: the open file fi when the kernel names one, else the node. */
+static int attr_source(struct req *q, fuse_ino_t ino, struct fuse_file_info *fi, int *fd,
+                       struct sfs_node **node)
+{
+	struct held *h;
+	int rc;
+
+	if (fi) {
+		*fd = file_of(q->r.req, fi)->fd;
+		*node = file_of(q->r.req, fi)->node;
+		return *fd < 0 ? -EBADF : 0;
+	}
+	if ((rc = req_hold(q, ino, &h)))
+		return rc;
+	*fd = h->fd;
+	*node = h->node;
+	return 0;
+}
+
+/* A passthrough writer's allocations reach the ledger when the daemon sees them. */
+static void attr_seen(struct req *q, struct sfs_node *node, int fd)
+{
+	if (node && atomic_load(&node->pt_writers))
+		sfs_quota_sync(req_ledger(q), node, NULL, fd);
+}
+
 void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct sfs_node *node = NULL;
-	struct held *h;
 	struct stat st;
 	struct req q;
 	int fd = -1, rc;
 
 	req_start(&q, req);
-	if (fi) {
-		fd = file_of(req, fi)->fd;
-		node = file_of(req, fi)->node;
-		rc = fstat(fd, &st) < 0 ? -errno : 0;
-	} else if (!(rc = req_hold(&q, ino, &h))) {
-		fd = h->fd;
-		node = h->node;
-		rc = stat_fd(fd, &st);
-	}
-	/* a passthrough writer's allocations reach the ledger when the daemon sees them */
-	if (!rc && node && atomic_load(&node->pt_writers))
-		sfs_quota_sync(req_ledger(&q), node, NULL, fd);
+	if (!(rc = attr_source(&q, ino, fi, &fd, &node)) && !(rc = stat_fd(fd, &st)))
+		attr_seen(&q, node, fd);
 	req_reply_attr(&q, rc, &st, attr_timeout_of(q.r.view, node));
+}
+
+/* A statx asking for more than stat's fields (birth time), carried by the transport
+ * (fuse_adapt.h): the backing's own answer for what was asked, with stat's fields always,
+ * which the kernel keeps as the inode's attributes. */
+void op_statx(fuse_req_t req, fuse_ino_t ino, uint32_t flags, uint32_t mask,
+              struct fuse_file_info *fi)
+{
+	struct sfs_node *node = NULL;
+	struct statx stx;
+	struct req q;
+	int fd = -1, rc;
+
+	req_start(&q, req);
+	if (!(rc = attr_source(&q, ino, fi, &fd, &node)) &&
+	    !(rc = statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | (flags & AT_STATX_SYNC_TYPE),
+	                 mask | STATX_BASIC_STATS, &stx) < 0 ? -errno : 0))
+		attr_seen(&q, node, fd);
+	req_reply_statx(&q, rc, &stx, attr_timeout_of(q.r.view, node));
 }
 
 /* A mode change whose only effect is clearing set-id bits is what a kernel that did not take
@@ -218,28 +254,199 @@ void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	req_reply_statfs(&q, rc, &st);
 }
 
-/* FS_IOC_GETFLAGS only (lsattr; Wine's casefold probe): the backing's flags plus what the
- * view adds (FS_CASEFOLD_FL on a casefold view's directories). ext4 answers an int. */
+/* ---- ioctl: inode flags and extended attributes (lsattr, chattr, xfs_io), carried statx ---- */
+
+/* The backing descriptor of the kernel's open file or directory fh. The kernel opens one for
+ * every flags ioctl (fs/fuse/ioctl.c, as the caller, for reading) and closes it after. */
+static int ioctl_fd(fuse_req_t req, struct fuse_file_info *fi, unsigned flags)
+{
+	int fd;
+
+	if (flags & FUSE_IOCTL_DIR) {
+		struct sfs_dir *d = dir_of(req, fi);
+		fd = d ? d->fd : -1;
+	} else {
+		fd = file_of(req, fi)->fd;
+	}
+	return fd < 0 ? -EBADF : fd;
+}
+
+/* ext4's own rules (fs/ext4/ioctl.c) ask a capability for some changes; the kernel checked
+ * the caller's before it sent the request. A root caller acts with all its capabilities
+ * (creds.h); another holding the one a change asks for (CapEff of its process) has it
+ * raised for the one backing call, so a view grants what ext4 grants and no more. */
+static unsigned caps_for_change(const struct req *q, unsigned changed_flags)
+{
+	unsigned priv = 0;
+
+	if (changed_flags & (FS_APPEND_FL | FS_IMMUTABLE_FL) &&
+	    sfs_pid_has_cap(q->r.ctx->pid, CAP_LINUX_IMMUTABLE))
+		priv |= SFS_PRIV_IMMUTABLE;
+	if (changed_flags & FS_JOURNAL_DATA_FL && sfs_pid_has_cap(q->r.ctx->pid, CAP_SYS_RESOURCE))
+		priv |= SFS_PRIV_RESOURCE;
+	return priv;
+}
+
+static int backing_ioctl(unsigned priv, int fd, unsigned long cmd, void *arg)
+{
+	int rc;
+
+	if (priv)
+		sfs_priv_begin(priv);
+	rc = ioctl(fd, cmd, arg) < 0 ? -errno : 0;
+	if (priv)
+		sfs_priv_end();
+	return rc;
+}
+
+static int get_flags(const struct req *q, const struct sfs_node *n, int fd, unsigned *flags)
+{
+	if (ioctl(fd, FS_IOC_GETFLAGS, flags) < 0)
+		return -errno;
+	*flags |= sfs_policy_inode_flags(q->r.view, n->type);
+	return 0;
+}
+
+/* The kernel sends the whole new word (the old one with chattr's change). The view's own
+ * flags may only be sent back as shown: turning casefold on or off is a mount option. */
+static int set_flags(struct req *q, const struct sfs_node *n, int fd, unsigned want)
+{
+	unsigned old, shown;
+
+	if (ioctl(fd, FS_IOC_GETFLAGS, &old) < 0)
+		return -errno;
+	shown = old | sfs_policy_inode_flags(q->r.view, n->type);
+	if ((want ^ shown) & SFS_POLICY_VIEW_FLAGS)
+		return -EOPNOTSUPP;
+	want = (want & ~SFS_POLICY_VIEW_FLAGS) | (old & SFS_POLICY_VIEW_FLAGS);
+	return backing_ioctl(caps_for_change(q, old ^ want), fd, FS_IOC_SETFLAGS, &want);
+}
+
+static int set_xattr_flags(struct req *q, int fd, struct fsxattr *want)
+{
+	struct fsxattr old;
+	unsigned changed = 0;
+
+	if (ioctl(fd, FS_IOC_FSGETXATTR, &old) < 0)
+		return -errno;
+	if ((old.fsx_xflags ^ want->fsx_xflags) & FS_XFLAG_APPEND)
+		changed |= FS_APPEND_FL;
+	if ((old.fsx_xflags ^ want->fsx_xflags) & FS_XFLAG_IMMUTABLE)
+		changed |= FS_IMMUTABLE_FL;
+	return backing_ioctl(caps_for_change(q, changed), fd, FS_IOC_FSSETXATTR, want);
+}
+
+/* FITRIM (fstrim) trims the backing's free blocks, as ext4 does for a capable caller on any
+ * of its files, ro mounts included. */
+static int trim(struct req *q, int fd, const void *in, void *out)
+{
+	struct fstrim_range range;
+	int rc;
+
+	if (!sfs_pid_has_cap(q->r.ctx->pid, CAP_SYS_ADMIN))
+		return -EPERM;
+	memcpy(&range, in, sizeof(range));
+	if (!(rc = backing_ioctl(SFS_PRIV_ADMIN, fd, FITRIM, &range)))
+		memcpy(out, &range, sizeof(range));
+	return rc;
+}
+
+/* The ioctls served, with the fixed sizes the kernel sends and expects for them. */
+static const struct served_ioctl {
+	unsigned int cmd;
+	size_t in, out;
+	bool changes; /* as a change: as the caller, refused by a ro view, noticed by others */
+} served_ioctls[] = {
+	{FS_IOC_GETFLAGS, 0, sizeof(unsigned), false},
+	{FS_IOC_SETFLAGS, sizeof(unsigned), 0, true},
+	{FS_IOC_FSGETXATTR, 0, sizeof(struct fsxattr), false},
+	{FS_IOC_FSSETXATTR, sizeof(struct fsxattr), 0, true},
+	{FITRIM, sizeof(struct fstrim_range), sizeof(struct fstrim_range), false},
+};
+
+static const struct served_ioctl *served(unsigned int cmd)
+{
+	for (size_t i = 0; i < sizeof(served_ioctls) / sizeof(served_ioctls[0]); i++)
+		if (served_ioctls[i].cmd == cmd)
+			return &served_ioctls[i];
+	return NULL;
+}
+
+static int serve_ioctl(struct req *q, struct sfs_node *n, int fd, unsigned int cmd,
+                       const void *in, void *out)
+{
+	switch (cmd) {
+	case FS_IOC_GETFLAGS:
+		return get_flags(q, n, fd, out);
+	case FS_IOC_SETFLAGS: {
+		unsigned want;
+		memcpy(&want, in, sizeof(want));
+		return set_flags(q, n, fd, want);
+	}
+	case FS_IOC_FSGETXATTR:
+		return ioctl(fd, FS_IOC_FSGETXATTR, out) < 0 ? -errno : 0;
+	case FS_IOC_FSSETXATTR: {
+		struct fsxattr want;
+		memcpy(&want, in, sizeof(want));
+		return set_xattr_flags(q, fd, &want);
+	}
+	case FITRIM:
+		return trim(q, fd, in, out);
+	}
+	return -ENOTTY;
+}
+
+static void serve_known_ioctl(fuse_req_t req, fuse_ino_t ino, const struct served_ioctl *io,
+                              struct fuse_file_info *fi, unsigned flags, const void *in_buf,
+                              size_t in_bufsz, size_t out_bufsz)
+{
+	union {
+		unsigned flags;
+		struct fsxattr fsx;
+		struct fstrim_range range;
+	} out = {0};
+	struct sfs_node *n;
+	struct req q;
+	int fd, rc = 0;
+
+	if (io->changes)
+		rc = req_begin_change(&q, req);
+	else
+		req_start(&q, req); /* what the ioctl asks is the backing's to check */
+	n = sfs_node_of(q.r.view, ino);
+	if (!rc && (!n || (flags & FUSE_IOCTL_COMPAT) || in_bufsz < io->in || out_bufsz < io->out))
+		rc = -ENOTTY;
+	if (!rc && (fd = ioctl_fd(req, fi, flags)) < 0)
+		rc = fd;
+	if (!rc)
+		rc = serve_ioctl(&q, n, fd, io->cmd, in_buf, &out);
+	if (!rc && io->changes) { /* the ctime moved, and the kernel keeps no flags to update */
+		sfs_coh_own_data(q.r.view, n, -1, 0);
+		sfs_coh_attr(q.r.view, n);
+	}
+	req_reply_ioctl(&q, rc, &out, io->out);
+}
+
+/* The kernel forwards the file-attribute ioctls (its fileattr requests) and any other a
+ * caller makes on an open file of the view; those strictfs does not serve answer ENOTTY,
+ * as on a file system without them (contract §4.7). */
 void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
               struct fuse_file_info *fi, unsigned flags, const void *in_buf, size_t in_bufsz,
               size_t out_bufsz)
 {
-	struct sfs_node *n;
-	int fd, attr = 0, rc = 0;
-	struct req q;
-
-	(void)arg, (void)in_buf, (void)in_bufsz;
-	req_start(&q, req);
-	n = sfs_node_of(q.r.view, ino);
-	if (cmd != FS_IOC_GETFLAGS || !n || (flags & FUSE_IOCTL_COMPAT))
-		rc = -ENOTTY;
-	else if (out_bufsz < sizeof(attr))
-		rc = -EINVAL;
-	if (!rc) {
-		struct sfs_dir *d = flags & FUSE_IOCTL_DIR ? dir_of(req, fi) : NULL;
-		fd = flags & FUSE_IOCTL_DIR ? (d ? d->fd : -1) : file_of(req, fi)->fd;
-		rc = ioctl(fd, FS_IOC_GETFLAGS, &attr) < 0 ? -errno : 0;
-		attr |= sfs_policy_inode_flags(q.r.view, n->type);
+	if (flags & SFS_IOCTL_STATX) {
+		uint64_t packed = (uintptr_t)arg;
+		op_statx(req, ino, SFS_STATX_ARG_FLAGS(packed), SFS_STATX_ARG_MASK(packed),
+		         flags & SFS_IOCTL_STATX_FH ? fi : NULL);
+		return;
 	}
-	req_reply_ioctl(&q, rc, &attr, sizeof(attr));
+	const struct served_ioctl *io = served(cmd);
+
+	if (io) {
+		serve_known_ioctl(req, ino, io, fi, flags, in_buf, in_bufsz, out_bufsz);
+	} else {
+		struct req q;
+		req_start(&q, req);
+		req_reply_err(&q, -ENOTTY);
+	}
 }

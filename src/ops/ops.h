@@ -97,6 +97,7 @@ int req_reply_create(struct req *q, int rc, const struct fuse_entry_param *e,
                      const struct fuse_file_info *fi);
 int req_reply_open(struct req *q, int rc, const struct fuse_file_info *fi);
 void req_reply_attr(struct req *q, int rc, const struct stat *st, double timeout);
+void req_reply_statx(struct req *q, int rc, const struct statx *stx, double timeout);
 void req_reply_readlink(struct req *q, int rc, const char *link);
 void req_reply_write(struct req *q, ssize_t n);
 void req_reply_buf(struct req *q, int rc, const void *buf, size_t n);
@@ -330,6 +331,8 @@ void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t n
                const char *newname, unsigned int flags);
 void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname);
 void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void op_statx(fuse_req_t req, fuse_ino_t ino, uint32_t flags, uint32_t mask,
+              struct fuse_file_info *fi);
 void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
                 struct fuse_file_info *fi);
 void op_statfs(fuse_req_t req, fuse_ino_t ino);

@@ -2,6 +2,8 @@
  * holds, reserves and owes the other views, settled in one place before it answers. */
 #include "ops.h"
 
+#include "fuse_adapt.h"
+
 #include "fuse_io.h"
 
 #include <errno.h>
@@ -183,6 +185,19 @@ void req_reply_attr(struct req *q, int rc, const struct stat *st, double timeout
 	}
 	settle(q);
 	fuse_reply_attr(q->r.req, st, timeout);
+}
+
+void req_reply_statx(struct req *q, int rc, const struct statx *stx, double timeout)
+{
+	struct sfs_fuse_statx_out out;
+
+	if (rc < 0) {
+		req_reply_err(q, rc);
+		return;
+	}
+	settle(q);
+	sfs_fuse_statx_out_fill(&out, stx, timeout);
+	fuse_reply_buf(q->r.req, (const char *)&out, sizeof(out));
 }
 
 void req_reply_readlink(struct req *q, int rc, const char *link)

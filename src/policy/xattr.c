@@ -25,7 +25,7 @@ static bool xattr_visible(const struct sfs_req *r, const char *name)
 	if (has_prefix(name, "user."))
 		return r->view->prof->opts.user_xattr;
 	if (has_prefix(name, "trusted."))
-		return sfs_pid_has_sys_admin(r->ctx->pid);
+		return sfs_pid_has_cap(r->ctx->pid, CAP_SYS_ADMIN);
 	return true;
 }
 

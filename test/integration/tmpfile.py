@@ -10,28 +10,15 @@ native mounts with those of a pair of views. Cases:
   casefold  names joining a class (DIR_A is a casefolded directory)
 """
 import ctypes
-import errno
 import os
 import stat
 import sys
 
+from transcript import step
+
 LIBC = ctypes.CDLL(None, use_errno=True)
 AT_FDCWD = -100
 AT_SYMLINK_FOLLOW = 0x400
-
-
-def err(e):
-    return errno.errorcode.get(e.errno, str(e.errno))
-
-
-def try_(what, fn):
-    try:
-        r = fn()
-        print(f"{what}: {'ok' if r is None else r}")
-        return r
-    except OSError as e:
-        print(f"{what}: {err(e)}")
-        return None
 
 
 def link_fd(fd, dst):
@@ -57,17 +44,17 @@ def names(d):
 
 def case_basic(a, b):
     os.umask(0o022)
-    try_("B sees no 'kept' yet", lambda: os.stat(f"{b}/kept") and "exists")
+    step("B sees no 'kept' yet", lambda: os.stat(f"{b}/kept") and "exists")
     fd = tmpfile(a, mode=0o666)
     os.write(fd, b"x" * 5000)
     print("fstat:", show(fd))
     print("names A:", names(a), "| names B:", names(b))
-    try_("link as kept", lambda: link_fd(fd, f"{a}/kept"))
+    step("link as kept", lambda: link_fd(fd, f"{a}/kept"))
     print("fstat after link:", show(fd))
-    try_("B reads kept", lambda: len(open(f"{b}/kept", "rb").read()))
-    try_("B stat kept", lambda: show(os.open(f"{b}/kept", os.O_RDONLY)))
-    try_("link again as kept", lambda: link_fd(fd, f"{a}/kept"))
-    try_("link as second", lambda: link_fd(fd, f"{a}/second"))
+    step("B reads kept", lambda: len(open(f"{b}/kept", "rb").read()))
+    step("B stat kept", lambda: show(os.open(f"{b}/kept", os.O_RDONLY)))
+    step("link again as kept", lambda: link_fd(fd, f"{a}/kept"))
+    step("link as second", lambda: link_fd(fd, f"{a}/second"))
     print("fstat with two names:", show(fd))
     os.close(fd)
     fd = tmpfile(a, os.O_WRONLY)
@@ -75,11 +62,11 @@ def case_basic(a, b):
     os.close(fd)
     print("names after an unlinked one closed:", names(b))
     fd = tmpfile(a, os.O_RDWR | os.O_EXCL)
-    try_("link of an O_EXCL one", lambda: link_fd(fd, f"{a}/excl"))
+    step("link of an O_EXCL one", lambda: link_fd(fd, f"{a}/excl"))
     os.close(fd)
-    try_("tmpfile O_RDONLY", lambda: tmpfile(a, os.O_RDONLY))
-    try_("tmpfile in a file", lambda: tmpfile(f"{a}/kept"))
-    try_("tmpfile in a missing dir", lambda: tmpfile(f"{a}/missing"))
+    step("tmpfile O_RDONLY", lambda: tmpfile(a, os.O_RDONLY))
+    step("tmpfile in a file", lambda: tmpfile(f"{a}/kept"))
+    step("tmpfile in a missing dir", lambda: tmpfile(f"{a}/missing"))
     os.mkdir(f"{a}/sub", 0o755)
     os.chmod(f"{a}/sub", 0o2777)
     fd = tmpfile(f"{a}/sub", mode=0o2755)
@@ -96,18 +83,18 @@ def case_acl(a, b):
     print("fstat:", show(fd))
     link_fd(fd, f"{a}/d/f")
     os.close(fd)
-    try_("B: mode", lambda: stat.filemode(os.stat(f"{b}/d/f").st_mode))
-    try_("B: access ACL", lambda: len(os.getxattr(f"{b}/d/f", "system.posix_acl_access")))
+    step("B: mode", lambda: stat.filemode(os.stat(f"{b}/d/f").st_mode))
+    step("B: access ACL", lambda: len(os.getxattr(f"{b}/d/f", "system.posix_acl_access")))
 
 
 def case_casefold(a, b):
     open(f"{a}/Foo", "w").close()
     fd = tmpfile(a)
     os.write(fd, b"cf")
-    try_("link as FOO", lambda: link_fd(fd, f"{a}/FOO"))
-    try_("link as Bar", lambda: link_fd(fd, f"{a}/Bar"))
+    step("link as FOO", lambda: link_fd(fd, f"{a}/FOO"))
+    step("link as Bar", lambda: link_fd(fd, f"{a}/Bar"))
     os.close(fd)
-    try_("A reads BAR", lambda: open(f"{a}/BAR").read())
+    step("A reads BAR", lambda: open(f"{a}/BAR").read())
     print("names B:", names(b))
 
 
