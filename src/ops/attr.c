@@ -351,6 +351,18 @@ static int trim(struct req *q, int fd, const void *in, void *out)
 	return rc;
 }
 
+/* The label is the backing's, as every mount of an ext4 device shows the device's; ext4
+ * lets a capable caller change it on a writable mount. */
+static int set_label(struct req *q, int fd, const void *in)
+{
+	char label[FSLABEL_MAX];
+
+	if (!sfs_pid_has_cap(q->r.ctx->pid, CAP_SYS_ADMIN))
+		return -EPERM;
+	memcpy(label, in, sizeof(label));
+	return backing_ioctl(SFS_PRIV_ADMIN, fd, FS_IOC_SETFSLABEL, label);
+}
+
 /* The ioctls served, with the fixed sizes the kernel sends and expects for them. */
 static const struct served_ioctl {
 	unsigned int cmd;
@@ -362,6 +374,8 @@ static const struct served_ioctl {
 	{FS_IOC_FSGETXATTR, 0, sizeof(struct fsxattr), false},
 	{FS_IOC_FSSETXATTR, sizeof(struct fsxattr), 0, true},
 	{FITRIM, sizeof(struct fstrim_range), sizeof(struct fstrim_range), false},
+	{FS_IOC_GETFSLABEL, 0, FSLABEL_MAX, false},
+	{FS_IOC_SETFSLABEL, FSLABEL_MAX, 0, true},
 };
 
 static const struct served_ioctl *served(unsigned int cmd)
@@ -392,6 +406,10 @@ static int serve_ioctl(struct req *q, struct sfs_node *n, int fd, unsigned int c
 	}
 	case FITRIM:
 		return trim(q, fd, in, out);
+	case FS_IOC_GETFSLABEL:
+		return ioctl(fd, FS_IOC_GETFSLABEL, out) < 0 ? -errno : 0;
+	case FS_IOC_SETFSLABEL:
+		return set_label(q, fd, in);
 	}
 	return -ENOTTY;
 }
@@ -404,6 +422,7 @@ static void serve_known_ioctl(fuse_req_t req, fuse_ino_t ino, const struct serve
 		unsigned flags;
 		struct fsxattr fsx;
 		struct fstrim_range range;
+		char label[FSLABEL_MAX];
 	} out = {0};
 	struct sfs_node *n;
 	struct req q;

@@ -11,6 +11,7 @@ in a native ext4 directory and in views of several kinds and compares the lines.
   nocasefold DIR  the casefold flag where names are not folded
   readonly DIR    flags read and changes refused (DIR on a read-only mount)
   immutable FILE  chattr +i and -i by whoever runs it (capabilities as given)
+  label DIR [NEW] the file system's label, read, and set to NEW if given
   statx DIR_A DIR_B  birth time asked through A and B (two mounts of one directory)
   limits DIR      operations ext4 has and the kernel keeps from a FUSE server
   shutdown DIR    FS_IOC_SHUTDOWN (DIR in a view: native ext4 would shut down)
@@ -33,6 +34,8 @@ FS_IOC_FSSETXATTR = 0x401C5820
 FS_IOC_FIEMAP = 0xC020660B
 FIBMAP = 1
 FS_IOC_SHUTDOWN = 0x8004587D
+FS_IOC_GETFSLABEL = 0x81009431
+FS_IOC_SETFSLABEL = 0x41009432
 
 FLAG_NAMES = [(0x8, "S"), (0x10, "i"), (0x20, "a"), (0x40, "d"), (0x80, "A"),
               (0x4000, "j"), (0x10000, "D"), (0x80000, "e"), (0x40000000, "F")]
@@ -194,6 +197,17 @@ def case_immutable(path):
     step("chattr -i", lambda: chattr(path, 0, IMMUTABLE))
 
 
+def case_label(d, new=None):
+    """The file system's label (xfs_io's label, e2label of a mounted file system), read and,
+    given new, set."""
+    get = lambda: opened(d, lambda fd: fcntl.ioctl(fd, FS_IOC_GETFSLABEL, bytes(256))
+                         ).rstrip(b"\0").decode()
+    if new is not None:
+        step("set label", lambda: opened(d, lambda fd: fcntl.ioctl(
+            fd, FS_IOC_SETFSLABEL, new.encode().ljust(256, b"\0")) and None))
+    step("label", get)
+
+
 def case_fsx(d):
     f = os.path.join(d, "fsx")
     write(f, b"data", os.O_CREAT | os.O_WRONLY | os.O_TRUNC)
@@ -327,7 +341,8 @@ def case_shutdown(d):
 
 CASES = {"root": case_root, "user": case_user, "fsx": case_fsx, "casefold": case_casefold,
          "nocasefold": case_nocasefold,
-         "readonly": case_readonly, "immutable": case_immutable, "statx": case_statx, "limits": case_limits,
+         "readonly": case_readonly, "immutable": case_immutable,
+         "label": case_label, "statx": case_statx, "limits": case_limits,
          "shutdown": case_shutdown}
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@
 # user, in acl, noacl, casefold and quota views; the casefold flag is the view's; a ro view
 # refuses changes; flags set through one view hold in the others; what the kernel keeps from a
 # FUSE server (fallocate collapse and insert, FIEMAP, FS_IOC_SHUTDOWN, swap files) is answered
-# as by a file system without it, never with a made-up answer; fstrim trims the backing.
+# as by a file system without it, never with a made-up answer; fstrim trims the backing, and the
+# label is the backing's.
 # transport-independent: the ioctls are served above the transport, where both transports hand them; t_statx carries the transport's own translation in both passes
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -156,6 +157,31 @@ test_fileattr_flags_hold_in_every_view() {
 	assert_ok chattr -i "$C/shared"
 	assert_ok sh -c "echo more >>'$A/shared'"
 	assert_eq "data more" "$(tr '\n' ' ' <"$B/shared" | sed 's/ $//')" "writable again everywhere"
+}
+
+# The label is the device's, as for every mount of an ext4 device: set through one view, seen
+# through the others; a ro view or a caller without CAP_SYS_ADMIN is refused as natively.
+test_fileattr_label_is_the_backings() {
+	native_ref
+	attr_views
+	local RO=$T_DIR/refro R=$T_DIR/r
+	view ro "$LOOP" "$R"
+	mkdir -p "$RO"
+	need mount --bind -o ro "$REF" "$RO"
+	assert_eq "set label: ok
+label: viewlabel" "$(fileattr label "$A" viewlabel)" "root sets the label through a view"
+	assert_eq "label: viewlabel" "$(fileattr label "$C")" "every view of the source shows it"
+	assert_eq "set label: ok
+label: native" "$(fileattr label "$REF" native)" "as natively"
+	assert_eq "$(fileattr label "$RO" other)" "$(fileattr label "$R" other | sed 's/viewlabel/native/')" \
+		"a ro view refuses as a read-only ext4 mount"
+	assert_contains "$(fileattr label "$R" other)" "set label: EROFS" "EROFS"
+	local native
+	native=$(as_user nobody "$PY" "$FILEATTR_PY" label "$REF" x 2>&1 | head -1)
+	assert_eq "set label: EPERM" "$native" "native: a user may not"
+	assert_eq "$native" "$(as_user nobody "$PY" "$FILEATTR_PY" label "$B" x 2>&1 | head -1)" \
+		"nor through a view"
+	assert_eq "label: viewlabel" "$(fileattr label "$Q")" "nothing changed the label"
 }
 
 # What the kernel's FUSE keeps from the daemon (contract §4.7): refused as a file system without
