@@ -375,6 +375,7 @@ static const struct served_ioctl {
 	{FS_IOC_FSSETXATTR, sizeof(struct fsxattr), 0, true},
 	{FITRIM, sizeof(struct fstrim_range), sizeof(struct fstrim_range), false},
 	{FS_IOC_GETFSLABEL, 0, FSLABEL_MAX, false},
+	{FS_IOC_GETVERSION, 0, sizeof(int), false}, /* lsattr -v: ext4 writes an int */
 	{FS_IOC_SETFSLABEL, FSLABEL_MAX, 0, true},
 };
 
@@ -398,7 +399,9 @@ static int serve_ioctl(struct req *q, struct sfs_node *n, int fd, unsigned int c
 		return set_flags(q, n, fd, want);
 	}
 	case FS_IOC_FSGETXATTR:
-		return ioctl(fd, FS_IOC_FSGETXATTR, out) < 0 ? -errno : 0;
+	case FS_IOC_GETFSLABEL:
+	case FS_IOC_GETVERSION: /* the backing's answer as it is */
+		return ioctl(fd, cmd, out) < 0 ? -errno : 0;
 	case FS_IOC_FSSETXATTR: {
 		struct fsxattr want;
 		memcpy(&want, in, sizeof(want));
@@ -406,8 +409,6 @@ static int serve_ioctl(struct req *q, struct sfs_node *n, int fd, unsigned int c
 	}
 	case FITRIM:
 		return trim(q, fd, in, out);
-	case FS_IOC_GETFSLABEL:
-		return ioctl(fd, FS_IOC_GETFSLABEL, out) < 0 ? -errno : 0;
 	case FS_IOC_SETFSLABEL:
 		return set_label(q, fd, in);
 	}

@@ -154,6 +154,11 @@ test_fileattr_flags_hold_in_every_view() {
 	assert_ne "$before" "$(stat -c %Z.%z "$B/shared")" "and the ctime it moved, at once"
 	assert_fails_with "Operation not permitted" sh -c "echo more >>'$B/shared'"
 	assert_fails_with "Operation not permitted" rm "$Q/shared"
+	local gen
+	gen=$(lsattr -v "$A/shared" | awk '{print $1}')
+	assert_ok test -n "$gen"
+	assert_eq "$gen" "$(lsattr -v "$C/shared" | awk '{print $1}')" \
+		"lsattr -v: the backing's inode generation, the same in every view"
 	assert_ok chattr -i "$C/shared"
 	assert_ok sh -c "echo more >>'$A/shared'"
 	assert_eq "data more" "$(tr '\n' ' ' <"$B/shared" | sed 's/ $//')" "writable again everywhere"
