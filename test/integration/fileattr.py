@@ -34,6 +34,7 @@ FS_IOC_FSSETXATTR = 0x401C5820
 FS_IOC_FIEMAP = 0xC020660B
 FIBMAP = 1
 FS_IOC_SHUTDOWN = 0x8004587D
+FS_IOC_GETFSUUID = 0x80111500
 FS_IOC_GETFSLABEL = 0x81009431
 FS_IOC_SETFSLABEL = 0x41009432
 
@@ -329,6 +330,8 @@ def case_limits(d):
     step("insert range", lambda: fallocate(f, FALLOC_FL_INSERT_RANGE, 0, 4096))
     step("size", lambda: os.stat(f).st_size)
     step("fiemap extents", lambda: fiemap_extents(f))
+    step("file system uuid", lambda: len(opened(d, lambda fd: fcntl.ioctl(
+        fd, FS_IOC_GETFSUUID, bytes(17))).rstrip(b"\0")) > 1)
 
 
 def case_shutdown(d):
