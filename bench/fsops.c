@@ -26,6 +26,8 @@
  *   fsops roundtrip FILE COUNT          COUNT getxattr(FILE, "user.fsops-none"): the kernel caches
  *                                       no xattr, so each is one request to the daemon and back,
  *                                       answered ENODATA (any other answer is a failure)
+ *   fsops statfs  DIR COUNT             COUNT statfs(DIR) after one untimed: a FUSE kernel caches
+ *                                       no statfs, so each is one request to the daemon and back
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -37,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -308,6 +311,21 @@ static int cmd_roundtrip(const char *file, long count)
 	return 0;
 }
 
+static int cmd_statfs(const char *dir, long count)
+{
+	struct statfs sf;
+	double t0;
+
+	if (statfs(dir, &sf) < 0) /* the first may find the mount still starting */
+		die("statfs", dir);
+	t0 = now();
+	for (long i = 0; i < count; i++)
+		if (statfs(dir, &sf) < 0)
+			die("statfs", dir);
+	printf("%.6f\n", now() - t0);
+	return 0;
+}
+
 static int cmd_locks(const char *file, long count)
 {
 	struct flock lk = {.l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
@@ -337,7 +355,8 @@ static void usage(void)
 			"       fsops mkbig|rmbig DIR N\n"
 			"       fsops statbig DIR N COUNT SEED exact|rcase\n"
 			"       fsops excl DEV\n"
-			"       fsops locks|roundtrip FILE COUNT\n");
+			"       fsops locks|roundtrip FILE COUNT\n"
+			"       fsops statfs DIR COUNT\n");
 	exit(2);
 }
 
@@ -366,6 +385,8 @@ int main(int argc, char **argv)
 		return cmd_locks(argv[2], num(argv[3]));
 	if (strcmp(cmd, "roundtrip") == 0 && argc == 4)
 		return cmd_roundtrip(argv[2], num(argv[3]));
+	if (strcmp(cmd, "statfs") == 0 && argc == 4)
+		return cmd_statfs(argv[2], num(argv[3]));
 	if (strcmp(cmd, "statbig") == 0 && argc == 7)
 		return cmd_statbig(argv[2], num(argv[3]), num(argv[4]), num(argv[5]), argv[6]);
 	usage();
