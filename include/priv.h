@@ -24,6 +24,7 @@ enum {
 	/* CAP_SYS_PTRACE: to see the namespaces of a caller holding capabilities the thread,
 	 * acting as a caller, does not (/proc/PID/ns asks for them) */
 	SFS_PRIV_INSPECT = 1 << 6,
+	SFS_PRIV_SETFCAP = 1 << 7, /* CAP_SETFCAP: the kernel's removal of security.capability */
 };
 void sfs_priv_begin(unsigned what);
 void sfs_priv_end(void);

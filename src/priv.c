@@ -74,6 +74,8 @@ static void raise_what(struct __user_cap_data_struct d[2], unsigned what)
 		sfs_priv_caps_raise(d, CAP_SYS_RESOURCE);
 	if (what & SFS_PRIV_INSPECT)
 		sfs_priv_caps_raise(d, CAP_SYS_PTRACE);
+	if (what & SFS_PRIV_SETFCAP)
+		sfs_priv_caps_raise(d, CAP_SETFCAP);
 }
 
 void sfs_priv_begin(unsigned what)

@@ -5,6 +5,10 @@
 #include "ops.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/xattr.h>
+#include <unistd.h>
 #include <linux/limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,6 +166,33 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	read_xattrs(req, ino, NULL, size);
 }
 
+/* Whether the caller may write the file, as its view decides (noacl: by the mode bits). */
+static bool caller_may_write(const struct req *q, const struct held *h)
+{
+	struct stat st;
+
+	if (sfs_policy_dac_retry(q->r.view))
+		return !stat_fd(h->fd, &st) && sfs_mode_allows(&st, W_OK);
+	return !faccessat(h->fd, "", W_OK, AT_EMPTY_PATH | AT_EACCESS);
+}
+
+/* A removal of security.capability the backing refused to the caller, which the kernel had
+ * allowed: the VFS lets no caller without CAP_SETFCAP ask for it, but itself asks, as the
+ * writer, before a change of data it makes (file_modified: fallocate, copy_file_range into
+ * the file), where ext4 removes it for any writer (doc/kernel.md §4.4). So one asked by a
+ * caller holding CAP_SETFCAP, or by one who may write the file, is done with CAP_SETFCAP. */
+static int remove_capability(struct req *q, const struct held *h, const char *path)
+{
+	int rc;
+
+	if (!sfs_pid_has_cap(q->r.ctx->pid, CAP_SETFCAP) && !caller_may_write(q, h))
+		return -EPERM;
+	sfs_priv_begin(SFS_PRIV_SETFCAP);
+	rc = removexattr(path, XATTR_NAME_CAPS) < 0 ? -errno : 0;
+	sfs_priv_end();
+	return rc;
+}
+
 void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	struct held *h;
@@ -171,6 +202,8 @@ void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 
 	if (!(rc = begin_xattr(&q, req, ino, name, SFS_XATTR_REMOVE, &h, path))) {
 		rc = BACKING(&q.r, removexattr(path, name));
+		if (rc == -EPERM && !strcmp(name, XATTR_NAME_CAPS))
+			rc = remove_capability(&q, h, path);
 		sfs_quota_sync(req_ledger(&q), h->node, NULL, h->fd);
 		sfs_coh_attr(q.r.view, h->node);
 	}

@@ -111,6 +111,50 @@ test_creds_suid_cleared_on_truncate_by_non_owner() {
 	done
 }
 
+# security.capability goes when a writer changes the data, as on ext4 (contract §4.1). A
+# fallocate and a copy into the file reach the daemon as the kernel's own removal of it, asked
+# as the writer, who holds no CAP_SETFCAP; a removal asked directly stays the capable's.
+test_creds_capability_removed_by_writers_as_native() {
+	ensure_users
+	native_ref
+	creds_setup
+	local caps='b"\x01\x00\x00\x02\xc0" + bytes(15)' native d
+	caps_of() {
+		"$PY" -c 'import os, sys
+try: print(len(os.getxattr(sys.argv[1], "security.capability")), "bytes of capabilities")
+except OSError as e: print("none" if e.errno == 61 else e.strerror)' "$1"
+	}
+	transcript() { # DIR: what alice's writes do to files with capabilities
+		local f
+		for f in falloc copy explicit; do
+			echo x >"$1/$f"
+			chmod 777 "$1/$f"
+			"$PY" -c "import os, sys; os.setxattr(sys.argv[1], 'security.capability', $caps)" \
+				"$1/$f" || echo "setcap $f failed"
+		done
+		as_user "$SFS_ALICE" fallocate -l 65536 "$1/falloc" 2>&1 | sed 's/^.*: //'
+		echo "falloc: $(stat -c %s "$1/falloc") $(caps_of "$1/falloc")"
+		as_user "$SFS_ALICE" "$PY" -c 'import os, sys
+src = os.open(sys.argv[1], os.O_RDONLY); dst = os.open(sys.argv[2], os.O_WRONLY)
+print("copied", os.copy_file_range(src, dst, 2, 0, 0))' "$1/falloc" "$1/copy" 2>&1
+		echo "copy: $(caps_of "$1/copy")"
+		as_user "$SFS_ALICE" "$PY" -c 'import os, sys
+try: os.removexattr(sys.argv[1], "security.capability"); print("removed")
+except OSError as e: print(e.strerror)' "$1/explicit"
+		echo "explicit: $(caps_of "$1/explicit")"
+		fallocate -l 65536 "$1/explicit"
+		echo "root's fallocate: $(caps_of "$1/explicit")"
+	}
+	mkdir -m 1777 "$REF/cap"
+	native=$(transcript "$REF/cap")
+	assert_contains "$native" "falloc: 65536 none" "native: a writer's fallocate removes the capabilities"
+	assert_contains "$native" "explicit: 20 bytes" "native: a user may not remove them directly"
+	for d in "$A/capa" "$B/capb"; do
+		mkdir -m 1777 "$d"
+		assert_eq "$native" "$(transcript "$d")" "${d##*/}: as on native ext4"
+	done
+}
+
 test_creds_suid_kept_on_write_by_root() {
 	creds_setup
 	printf 'a\n' >"$B/s"
