@@ -122,69 +122,72 @@ static void test_order_and_copy(void)
 }
 
 /* A notice queued without wait holds no flush up; nor does a flush with nothing queued. */
-static void test_no_wait(void)
+/* A queue whose notifier is held at the gate before its first delivery; its sink. */
+static struct sink *gated_queue(struct sfs_noticeq **q)
 {
 	struct sink *s = malloc(sizeof(*s));
-	struct sfs_noticeq *q;
-	long t0;
 
 	sink_init(s);
-	CHECK(sfs_noticeq_start(&q, 8, record, s) == 0, "a queue");
+	CHECK(sfs_noticeq_start(q, 8, record, s) == 0, "a queue");
 	gate(s, true);
+	return s;
+}
+
+/* The gate opened and the queue stopped: what it held is delivered. */
+static void open_and_stop(struct sfs_noticeq *q, struct sink *s, size_t want, const char *what)
+{
+	gate(s, false);
+	sfs_noticeq_stop(q);
+	CHECK(delivered(s) == want, "%s", what);
+	free(s);
+}
+
+static void test_no_wait(void)
+{
+	struct sfs_noticeq *q;
+	struct sink *s = gated_queue(&q);
+	long t0;
+
 	t0 = now_ms();
 	sfs_noticeq_flush(q, 1);
 	push(q, 2, 7, "own", false);
 	sfs_noticeq_flush(q, 1);
 	CHECK(now_ms() - t0 < 100, "returns at once (%ld ms)", now_ms() - t0);
 	CHECK(delivered(s) == 0, "the notice still waits at the gate");
-	gate(s, false);
-	sfs_noticeq_stop(q);
-	CHECK(delivered(s) == 1, "and is delivered before the queue stops");
-	free(s);
+	open_and_stop(q, s, 1, "and is delivered before the queue stops");
 }
 
 /* A notifier that delivers nothing for the stall bound (200 ms) is waited for no longer. */
 static void test_stall_bound(void)
 {
-	struct sink *s = malloc(sizeof(*s));
 	struct sfs_noticeq *q;
+	struct sink *s = gated_queue(&q);
 	long t0, took;
 
-	sink_init(s);
-	CHECK(sfs_noticeq_start(&q, 8, record, s) == 0, "a queue");
-	gate(s, true);
 	push(q, 1, 7, NULL, true);
 	t0 = now_ms();
 	sfs_noticeq_flush(q, 2);
 	took = now_ms() - t0;
 	CHECK(took >= 190 && took < 2000, "a stalled delivery is waited for 200 ms (%ld)", took);
 	CHECK(delivered(s) == 0, "and was not delivered");
-	gate(s, false);
-	sfs_noticeq_stop(q);
-	CHECK(delivered(s) == 1, "the stop delivers it");
-	free(s);
+	open_and_stop(q, s, 1, "the stop delivers it");
 }
 
 /* A delivery in progress to the waiting request's own view may wait for a lock that request
  * holds: the request stops waiting after the cycle bound, long before the stall bound. */
 static void test_cycle_bound(void)
 {
-	struct sink *s = malloc(sizeof(*s));
 	struct sfs_noticeq *q;
+	struct sink *s = gated_queue(&q);
 	long t0, took;
 
-	sink_init(s);
-	CHECK(sfs_noticeq_start(&q, 8, record, s) == 0, "a queue");
-	gate(s, true);
 	push(q, 3, 7, "x", true);
 	sleep_ms(20); /* the notifier is in the delivery to view 3 */
 	t0 = now_ms();
 	sfs_noticeq_flush(q, 3);
 	took = now_ms() - t0;
 	CHECK(took < 150, "a request of view 3 gives up at once (%ld ms)", took);
-	gate(s, false);
-	sfs_noticeq_stop(q);
-	free(s);
+	open_and_stop(q, s, 1, "the stop delivers it");
 }
 
 /* The stall bound is between deliveries, not overall: a slow notifier that keeps delivering
