@@ -172,19 +172,33 @@ static struct sfs_pt_entry *register_backing(struct sfs_view *v, const struct sf
 	return e;
 }
 
+/* What a privileged writer's write shows that nobody's would not, on a file with no set-id
+ * bit: only the blocks ext4 keeps for root, which nobody's write cannot take (ENOSPC sooner,
+ * a refusal, never a grant). Both remove security.capability. So such a writer shares a
+ * reader's registration rather than being refused (xfstests generic/079: root appending to
+ * a file its own process reads). A set-id bit set after the open is cleared by the next of
+ * its writes, where root's own would keep it (contract §4.4). */
+static bool has_setid_bits(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) < 0 || (st.st_mode & (S_ISUID | S_ISGID));
+}
+
 /* The kernel's one backing file per inode is shared by every open of the node in this view,
  * and its I/O runs with the credentials of whoever registered it. A reader registers as
  * nobody, so anyone may share it for reading: reads do the same whoever reads. A writer
  * shares a registration only where its writes give the same result as its own would: one of
  * its own credentials, or nobody's for a writer without a privilege a write can show (root
  * keeps set-id bits, and so does a member of the group of a set-group-ID file without group
- * execute; root and ext4's resuid/resgid use the reserved blocks). Anything else
- * would let one user's writes run with another's power, or root's with less: the open is
- * refused with EBUSY while the other registration is open. */
+ * execute; root and ext4's resuid/resgid use the reserved blocks), or of a privileged writer
+ * whose writes would keep nothing nobody's clear (has_setid_bits). Anything else would let
+ * one user's writes run with another's power, or root's with less: the open is refused with
+ * EBUSY while the other registration is open. */
 static bool writer_may_share(struct sfs_view *v, const struct sfs_pt_entry *e, int fd)
 {
 	if (e->nobody)
-		return !writes_privileged(v, fd);
+		return !writes_privileged(v, fd) || !has_setid_bits(fd);
 	return same_key(e->key, sfs_creds_key());
 }
 
