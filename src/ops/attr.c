@@ -367,16 +367,17 @@ static int set_label(struct req *q, int fd, const void *in)
 static const struct served_ioctl {
 	unsigned int cmd;
 	size_t in, out;
-	bool changes; /* as a change: as the caller, refused by a ro view, noticed by others */
+	bool changes;     /* as the caller, and refused by a ro view */
+	bool moves_ctime; /* of the inode: the views' cached attributes are dropped */
 } served_ioctls[] = {
-	{FS_IOC_GETFLAGS, 0, sizeof(unsigned), false},
-	{FS_IOC_SETFLAGS, sizeof(unsigned), 0, true},
-	{FS_IOC_FSGETXATTR, 0, sizeof(struct fsxattr), false},
-	{FS_IOC_FSSETXATTR, sizeof(struct fsxattr), 0, true},
-	{FITRIM, sizeof(struct fstrim_range), sizeof(struct fstrim_range), false},
-	{FS_IOC_GETFSLABEL, 0, FSLABEL_MAX, false},
-	{FS_IOC_GETVERSION, 0, sizeof(int), false}, /* lsattr -v: ext4 writes an int */
-	{FS_IOC_SETFSLABEL, FSLABEL_MAX, 0, true},
+	{FS_IOC_GETFLAGS, 0, sizeof(unsigned), false, false},
+	{FS_IOC_SETFLAGS, sizeof(unsigned), 0, true, true},
+	{FS_IOC_FSGETXATTR, 0, sizeof(struct fsxattr), false, false},
+	{FS_IOC_FSSETXATTR, sizeof(struct fsxattr), 0, true, true},
+	{FITRIM, sizeof(struct fstrim_range), sizeof(struct fstrim_range), false, false},
+	{FS_IOC_GETFSLABEL, 0, FSLABEL_MAX, false, false},
+	{FS_IOC_GETVERSION, 0, sizeof(int), false, false}, /* lsattr -v: ext4 writes an int */
+	{FS_IOC_SETFSLABEL, FSLABEL_MAX, 0, true, false},  /* the superblock's, no inode's */
 };
 
 static const struct served_ioctl *served(unsigned int cmd)
@@ -440,7 +441,7 @@ static void serve_known_ioctl(fuse_req_t req, fuse_ino_t ino, const struct serve
 		rc = fd;
 	if (!rc)
 		rc = serve_ioctl(&q, n, fd, io->cmd, in_buf, &out);
-	if (!rc && io->changes) { /* the ctime moved, and the kernel keeps no flags to update */
+	if (!rc && io->moves_ctime) { /* and the kernel keeps no flags to update */
 		sfs_coh_own_data(q.r.view, n, -1, 0);
 		sfs_coh_attr(q.r.view, n);
 	}

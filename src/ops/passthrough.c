@@ -118,12 +118,15 @@ static bool same_key(struct sfs_cred_key a, struct sfs_cred_key b)
 /* Whether the caller's writes to the file open as fd show a privilege (writer_may_share): they
  * then run with the caller's own credentials, everyone else's with nobody's, which write
  * alike. */
-static bool writes_privileged(struct sfs_view *v, int fd)
+static bool writes_privileged(struct sfs_view *v, const struct stat *st)
 {
-	struct stat st;
+	return sfs_creds_write_privileged(v->svc->backing->resuid, v->svc->backing->resgid, st);
+}
 
-	return sfs_creds_write_privileged(v->svc->backing->resuid, v->svc->backing->resgid,
-	                                  fstat(fd, &st) == 0 ? &st : NULL);
+/* The attributes of the file open as fd, or NULL (the checks then assume none). */
+static const struct stat *stat_of(int fd, struct stat *st)
+{
+	return fstat(fd, st) == 0 ? st : NULL;
 }
 
 /* Whether a registration made by this open should carry the caller's own credentials: a
@@ -132,13 +135,14 @@ static bool writes_privileged(struct sfs_view *v, int fd)
  * again, who can share it (writer_may_share). Anyone else's: nobody's. */
 static bool registers_as_caller(struct sfs_view *v, int fd, bool writes)
 {
-	struct stat st;
+	struct stat buf;
+	const struct stat *st = stat_of(fd, &buf);
 
-	if (!writes_privileged(v, fd))
+	if (!writes_privileged(v, st))
 		return false;
 	if (writes)
 		return true;
-	return fstat(fd, &st) == 0 && st.st_uid == sfs_creds_key().uid && !(st.st_mode & 022);
+	return st && st->st_uid == sfs_creds_key().uid && !(st->st_mode & 022);
 }
 
 /* A new backing file for n, open as fd, with the credentials its I/O will run with
@@ -178,11 +182,9 @@ static struct sfs_pt_entry *register_backing(struct sfs_view *v, const struct sf
  * reader's registration rather than being refused (xfstests generic/079: root appending to
  * a file its own process reads). A set-id bit set after the open is cleared by the next of
  * its writes, where root's own would keep it (contract §4.4). */
-static bool has_setid_bits(int fd)
+static bool has_setid_bits(const struct stat *st)
 {
-	struct stat st;
-
-	return fstat(fd, &st) < 0 || (st.st_mode & (S_ISUID | S_ISGID));
+	return !st || (st->st_mode & (S_ISUID | S_ISGID));
 }
 
 /* The kernel's one backing file per inode is shared by every open of the node in this view,
@@ -197,9 +199,13 @@ static bool has_setid_bits(int fd)
  * EBUSY while the other registration is open. */
 static bool writer_may_share(struct sfs_view *v, const struct sfs_pt_entry *e, int fd)
 {
-	if (e->nobody)
-		return !writes_privileged(v, fd) || !has_setid_bits(fd);
-	return same_key(e->key, sfs_creds_key());
+	struct stat buf;
+	const struct stat *st;
+
+	if (!e->nobody)
+		return same_key(e->key, sfs_creds_key());
+	st = stat_of(fd, &buf);
+	return !writes_privileged(v, st) || !has_setid_bits(st);
 }
 
 int pt_open(struct sfs_view *v, struct sfs_node *n, int fd, bool writes)

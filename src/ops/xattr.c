@@ -179,7 +179,7 @@ static bool caller_may_write(const struct req *q, const struct held *h)
 /* A removal of security.capability the backing refused to the caller, which the kernel had
  * allowed: the VFS lets no caller without CAP_SETFCAP ask for it, but itself asks, as the
  * writer, before a change of data it makes (file_modified: fallocate, copy_file_range into
- * the file), where ext4 removes it for any writer (doc/kernel.md §4.4). So one asked by a
+ * the file), where ext4 removes it for any writer (doc/kernel.md §4.2). So one asked by a
  * caller holding CAP_SETFCAP, or by one who may write the file, is done with CAP_SETFCAP. */
 static int remove_capability(struct req *q, const struct held *h, const char *path)
 {
