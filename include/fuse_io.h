@@ -101,9 +101,10 @@ void sfs_fuse_io_expect_writes(struct sfs_fuse_io *io);
 /* How a request that may wait long (a lock) waits without holding the others up: 1 on a
  * thread of its own (a request read from /dev/fuse, whose answer may go from any thread), 0
  * on the calling thread (an io_uring entry's, whose answer goes back through the entry,
- * which stays taken until then), or -ENOLCK when the entry is the last of its queue that is
- * not waiting already (the kernel queues a CPU's requests to its queue alone). After 0,
- * sfs_fuse_io_wait_end when the wait is over. */
+ * which stays taken until then; if it was the last of its queue not waiting, a spare entry
+ * joins the queue, since the kernel queues a CPU's requests to its queue alone), or -ENOLCK
+ * when that queue has no spare left (fuse_uring_int.h). After 0, sfs_fuse_io_wait_end when
+ * the wait is over. */
 int sfs_fuse_io_wait_begin(void);
 void sfs_fuse_io_wait_end(void);
 

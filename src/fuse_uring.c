@@ -126,6 +126,27 @@ static void adopt_entry(struct entry *e)
 	}
 }
 
+/* A slot a predecessor left a request in (taken, or copied in after its last command) or a
+ * reply: its entry is set up at once, to answer or commit it (adopt_entry). */
+static bool slot_holds_request(const struct sfs_fuse_uring *u, unsigned i)
+{
+	const char *region = u->area + (size_t)i * u->region;
+	const struct req_header *hdr = (const void *)region;
+	struct sfs_uring_entry_state *sh = (void *)(region + SHARED_OFFSET);
+
+	return atomic_load(&sh->busy) != 0 || hdr->ent.commit_id != 0;
+}
+
+static void entry_free(struct entry *e)
+{
+	if (e->thread_started)
+		pthread_join(e->thread, NULL);
+	if (e->ring_ready)
+		io_uring_queue_exit(&e->ring);
+	pthread_mutex_destroy(&e->sq_lock);
+	free(e);
+}
+
 static int entry_setup(struct sfs_fuse_uring *u, struct entry *e, uint16_t qid, unsigned i,
                        bool inherited)
 {
@@ -146,7 +167,6 @@ static int entry_setup(struct sfs_fuse_uring *u, struct entry *e, uint16_t qid, 
 		atomic_store(&e->sh->replied, SFS_REPLY_NONE);
 	}
 	e->sh->qid = qid;
-	pthread_mutex_init(&e->sq_lock, NULL);
 	e->iov[0] = (struct iovec){e->hdr, sizeof(*e->hdr)};
 	e->iov[1] = (struct iovec){e->payload, u->payload};
 	if ((rc = io_uring_queue_init(2, &e->ring, IORING_SETUP_SQE128)) < 0)
@@ -156,6 +176,31 @@ static int entry_setup(struct sfs_fuse_uring *u, struct entry *e, uint16_t qid, 
 		return -rc;
 	e->thread_started = true;
 	return 0;
+}
+
+int fuse_uring_slot_setup(struct sfs_fuse_uring *u, unsigned i, bool inherited)
+{
+	struct entry *e = calloc(1, sizeof(*e));
+	int rc;
+
+	if (!e)
+		return -ENOMEM;
+	pthread_mutex_init(&e->sq_lock, NULL);
+	if ((rc = entry_setup(u, e, (uint16_t)(i / u->per_queue), i, inherited))) {
+		entry_free(e);
+		return rc;
+	}
+	u->ents[i] = e;
+	u->nentries++;
+	return 0;
+}
+
+/* A view's spares, shared out among its queues: SPARES_TOTAL, SPARES_MIN a queue at least. */
+static unsigned spares_per_queue(unsigned queues)
+{
+	unsigned n = SPARES_TOTAL / queues;
+
+	return n < SPARES_MIN ? SPARES_MIN : n;
 }
 
 static void set_go(struct sfs_fuse_uring *u, enum go g)
@@ -178,9 +223,12 @@ struct sfs_fuse_uring *sfs_fuse_uring_prepare(struct fuse_session *se, int fuse_
 		errno = ENODEV;
 		return NULL;
 	}
-	u = calloc(1, sizeof(*u) + (size_t)queues * SFS_URING_DEPTH * sizeof(u->ents[0]));
+	unsigned per_queue = SFS_URING_DEPTH + spares_per_queue(queues);
+	u = calloc(1, sizeof(*u) + (size_t)queues * per_queue * sizeof(u->ents[0]));
 	if (!u)
 		return NULL;
+	u->per_queue = per_queue;
+	u->slots = queues * per_queue;
 	u->se = se;
 	u->failed = failed;
 	u->fd = fuse_fd;
@@ -195,10 +243,12 @@ struct sfs_fuse_uring *sfs_fuse_uring_prepare(struct fuse_session *se, int fuse_
 		free(u);
 		return NULL;
 	}
-	if ((rc = inherited = map_area(u, queues * SFS_URING_DEPTH, from)) > 0)
+	if ((rc = inherited = map_area(u, u->slots, from)) > 0)
 		rc = 0;
-	for (unsigned i = 0; i < queues * SFS_URING_DEPTH && !rc; i++, u->nentries++)
-		rc = entry_setup(u, &u->ents[i], (uint16_t)(i / SFS_URING_DEPTH), i, inherited > 0);
+	for (unsigned i = 0; i < u->slots && !rc; i++) {
+		if (i % per_queue < SFS_URING_DEPTH || (inherited > 0 && slot_holds_request(u, i)))
+			rc = fuse_uring_slot_setup(u, i, inherited > 0);
+	}
 	if (rc) {
 		sfs_fuse_uring_destroy(u);
 		errno = -rc;
@@ -217,12 +267,10 @@ void sfs_fuse_uring_destroy(struct sfs_fuse_uring *u)
 	if (!u)
 		return;
 	set_go(u, GO_END); /* threads still waiting to start end at once */
-	for (unsigned i = 0; i < u->nentries; i++) {
-		struct entry *e = &u->ents[i];
-		if (e->thread_started)
-			pthread_join(e->thread, NULL);
-		if (e->ring_ready)
-			io_uring_queue_exit(&e->ring);
+	/* no spare is set up any more: spare_for_wait holds the lock and sees GO_END */
+	for (unsigned i = 0; i < u->slots; i++) {
+		if (u->ents[i])
+			entry_free(u->ents[i]);
 	}
 	if (u->area)
 		munmap(u->area, u->area_size);
@@ -249,14 +297,19 @@ void sfs_fuse_uring_area(const struct sfs_fuse_uring *u, struct sfs_uring_area *
 	out->fd = u->area_fd;
 	out->base = (uintptr_t)u->area;
 	out->region = u->region;
-	out->entries = u->nentries;
+	out->entries = u->slots;
 }
 
 void sfs_fuse_uring_hold(struct sfs_fuse_uring *u)
 {
-	for (unsigned i = 0; i < u->nentries; i++) {
-		pthread_mutex_lock(&u->ents[i].sq_lock);
+	pthread_mutex_lock(&u->lock);
+	for (unsigned i = 0; i < u->slots; i++) {
+		if (!u->ents[i])
+			continue;
+		pthread_mutex_lock(&u->ents[i]->sq_lock);
 		u->holding = true;
-		pthread_mutex_unlock(&u->ents[i].sq_lock);
+		pthread_mutex_unlock(&u->ents[i]->sq_lock);
 	}
+	u->holding = true;
+	pthread_mutex_unlock(&u->lock);
 }

@@ -85,25 +85,40 @@ struct entry {
  * (serve), or sfs_fuse_uring_destroy before it (end). */
 enum go { GO_WAIT, GO_SERVE, GO_END };
 
+/* A queue's slots: SFS_URING_DEPTH entries set up at the start, then spares, set up one at a
+ * time when a request that waits (a lock) would leave its queue no entry to take the next
+ * request (spare_for_wait). A slot's buffers are at a fixed place in the area, so a successor
+ * finds a spare's unanswered request where it finds any other entry's. */
+#define SPARES_TOTAL 256 /* a view's spares, shared out among its queues */
+#define SPARES_MIN 8     /* but at least this many a queue */
+
 struct sfs_fuse_uring {
 	struct fuse_session *se;
 	int fd;
 	size_t payload;
-	int area_fd;            /* the memfd of every entry's buffers */
+	int area_fd;            /* the memfd of every slot's buffers */
 	int tripwire;           /* a ring nothing completes on, which each entry polls */
 	char *area;
 	size_t area_size, region;
-	unsigned nentries;
 	unsigned queues;
+	unsigned per_queue;     /* slots a queue has: SFS_URING_DEPTH, then its spares */
+	unsigned slots;         /* queues * per_queue */
+	unsigned nentries;      /* entries set up, under lock */
 	pthread_mutex_t lock;
 	pthread_cond_t changed;
 	enum go go;
 	unsigned registered;    /* entries in their queue (first command taken), under lock */
-	bool holding;           /* a handover: no command is submitted any more (under sq_locks) */
+	bool holding;           /* a handover: no command is submitted any more (under lock and
+	                         * every entry's sq_lock) */
 	const atomic_bool *failed; /* answer every request EIO (fuse_io.h) */
 	atomic_int error;       /* the first refused registration's errno */
-	struct entry ents[];
+	struct entry *ents[];   /* a slot's entry once set up, else NULL (written under lock) */
 };
+
+/* Sets up the entry of slot i (queue i / per_queue) and starts its thread; inherited: the
+ * slot's buffers are a predecessor's. 0 or -errno (the slot is then left as it was). Called
+ * under u->lock once the entries serve. */
+int fuse_uring_slot_setup(struct sfs_fuse_uring *u, unsigned i, bool inherited);
 
 /* An entry's thread (fuse_uring_serve.c): it waits for sfs_fuse_uring_start, registers, then
  * serves and commits until the connection ends. */

@@ -105,26 +105,52 @@ static void serve_request(struct entry *e)
 		reply_error(e, EIO);
 }
 
+/* Whether queue qid has an entry other than e free to take its next request. Under u->lock. */
+static bool queue_has_free_entry(struct sfs_fuse_uring *u, uint16_t qid, const struct entry *e)
+{
+	unsigned first = (unsigned)qid * u->per_queue;
+
+	for (unsigned i = first; i < first + u->per_queue; i++) {
+		const struct entry *o = u->ents[i];
+		if (o && o != e && !o->waiting)
+			return true;
+	}
+	return false;
+}
+
+/* A spare set up in e's queue, for the requests that come while e waits: the kernel hands a
+ * CPU's requests to that CPU's queue only, and an entry takes its next request only with its
+ * reply, so a queue whose every entry waits would hold up its callers, the waits' own ends
+ * among them. 0, or -ENOLCK when the queue has no spare left (or the entries are ending). */
+static int spare_for_wait(struct sfs_fuse_uring *u, const struct entry *e)
+{
+	unsigned first = (unsigned)e->qid * u->per_queue;
+
+	if (u->holding || u->go != GO_SERVE)
+		return -ENOLCK;
+	for (unsigned i = first + SFS_URING_DEPTH; i < first + u->per_queue; i++) {
+		if (!u->ents[i])
+			return fuse_uring_slot_setup(u, i, false) ? -ENOLCK : 0;
+	}
+	return -ENOLCK;
+}
+
 int sfs_fuse_uring_wait_begin(void)
 {
 	struct entry *e = serving;
 	struct sfs_fuse_uring *u;
-	unsigned first, busy = 0;
+	int rc = 0;
 
 	if (!e)
 		return 1;
 	u = e->u;
-	first = (unsigned)e->qid * SFS_URING_DEPTH;
 	pthread_mutex_lock(&u->lock);
-	for (unsigned i = first; i < first + SFS_URING_DEPTH && i < u->nentries; i++)
-		busy += u->ents[i].waiting;
-	if (busy + 1 >= SFS_URING_DEPTH) {
-		pthread_mutex_unlock(&u->lock);
-		return -ENOLCK;
-	}
-	e->waiting = true;
+	if (!queue_has_free_entry(u, e->qid, e))
+		rc = spare_for_wait(u, e);
+	if (!rc)
+		e->waiting = true;
 	pthread_mutex_unlock(&u->lock);
-	return 0;
+	return rc;
 }
 
 void sfs_fuse_uring_wait_end(void)

@@ -134,7 +134,8 @@ bool valid_name(const char *name);
 /* ---- wait.c: requests whose answer waits for another party ------------------------------ */
 /* A lock's holder, a lease's: the wait holds no worker. Over /dev/fuse it runs on a thread of
  * its own (at most 4096 over the daemon), over io_uring on the entry's own thread, which
- * must answer through the entry (fuse_io.h). Embedded first in what the caller allocates. */
+ * must answer through the entry, a spare entry taking the queue's next requests (at least
+ * 256 waits a view, fuse_io.h). Embedded first in what the caller allocates. */
 struct req_wait {
 	fuse_req_t req;
 	struct sfs_view *view;

@@ -213,25 +213,32 @@ def case_interrupt(a, b):
     return res.replace("\n", " ")
 
 
-def case_many_waiters(a, b, n=24):
+def case_many_waiters(a, b, n=24, cpu=None):
     """n processes wait through b for a lock held through a; meanwhile the file system
-    answers; each is granted once the holder dies (one at a time, each dropping it)."""
+    answers; each is granted once the holder dies (one at a time, each dropping it). With
+    cpu, the waiters and the requests made while they wait all run on that CPU (over
+    io_uring: one queue)."""
     holder = hold_in_child(a)
-    prog = ("import os, sys, fcntl\nsys.path.insert(0, %r)\nfrom locks import *\n"
+    pin = "os.sched_setaffinity(0, {%d})\n" % cpu if cpu is not None else ""
+    prog = ("import os, sys, fcntl\nsys.path.insert(0, %r)\nfrom locks import *\n%s"
             "fd = os.open(%r, os.O_RDWR)\nprint('asking', flush=True)\n"
             "fcntl.fcntl(fd, fcntl.F_SETLKW, flock_struct(fcntl.F_WRLCK))\nprint('granted')\n") % (
-                os.path.dirname(os.path.abspath(__file__)), b)
+                os.path.dirname(os.path.abspath(__file__)), pin, b)
     ws = [subprocess.Popen([sys.executable, "-c", prog], stdout=subprocess.PIPE, text=True)
           for _ in range(n)]
     for w in ws:
         w.stdout.readline()
     time.sleep(1.0)
     early = sum(w.poll() is not None for w in ws)
+    mine = os.sched_getaffinity(0)
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
     t = time.monotonic()
     os.stat(b)
     with open(os.path.join(os.path.dirname(b), "served-while-waiting"), "w") as f:
         f.write("x")
     served = time.monotonic() - t < 5
+    os.sched_setaffinity(0, mine)
     holder.kill()
     holder.wait()
     granted = 0
@@ -301,6 +308,7 @@ CASES = {
     "posix": case_posix, "split": case_split, "ofd": case_ofd, "flock": case_flock,
     "getlk": case_getlk, "setlkw": case_setlkw, "flock_wait": case_flock_wait,
     "interrupt": case_interrupt, "many_waiters": case_many_waiters,
+    "many_waiters_one_cpu": lambda a, b: case_many_waiters(a, b, 40, cpu=0),
     "ro": case_ro, "ro_holder": case_ro_holder,
 }
 # a database written through every directory given

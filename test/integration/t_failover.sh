@@ -870,6 +870,49 @@ print("closed")' "$A/f"; }
 	assert_ok wait_until 10 no_lock_owners "$pid"
 }
 
+# Lock waiters outlive the daemon: four processes on one CPU wait through view B for a lock
+# held through view A (over io_uring all four in one queue, three of them in spare entries);
+# the daemon is killed while they wait, and once the holder lets go every one of them is
+# granted the lock in turn, through the successor.
+test_failover_lock_waiters_survive_a_kill() {
+	new_source folw
+	local A=$T_DIR/a B=$T_DIR/b pid key reply i granted=0 ws=()
+	key=$(source_key "$LOOP")
+	view "" "$LOOP" "$A"
+	view noacl "$LOOP" "$B"
+	echo x >"$A/f"
+	coproc HOLDER { "$PY" -u -c 'import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_EX)
+print("held")
+sys.stdin.readline()
+os.close(fd)
+print("let go")' "$A/f"; }
+	read -r -t 10 reply <&"${HOLDER[0]}"
+	assert_eq held "$reply" "the holder has its lock through A"
+	for ((i = 0; i < 4; i++)); do
+		taskset -c 0 "$PY" -c 'import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_EX)
+fcntl.lockf(fd, fcntl.LOCK_UN)' "$B/f" >"$T_DIR/w$i.out" 2>&1 &
+		ws+=($!)
+	done
+	sleep 1
+	for i in "${ws[@]}"; do
+		kill -0 "$i" 2>/dev/null || fail "waiter $i ended before the holder let go: $(cat "$T_DIR"/w*.out)"
+	done
+	pid=$(view_pid "$A")
+	kill -KILL "$pid"
+	successor_of "$pid" "$key" || fail "no successor took the views over"
+	echo >&"${HOLDER[1]}"
+	read -r -t 10 reply <&"${HOLDER[0]}"
+	assert_eq "let go" "$reply" "the holder lets go through the successor"
+	for i in "${ws[@]}"; do
+		timeout 30 tail --pid="$i" -f /dev/null && wait "$i" && granted=$((granted + 1))
+	done
+	assert_eq 4 "$granted" "waiters granted the lock after the kill (out: $(cat "$T_DIR"/w*.out))"
+}
+
 test_failover_open_files_link_and_rename_after_kill() {
 	mkimg exdev
 	IMG=$REPLY
