@@ -66,4 +66,22 @@ struct sfs_fuse_statx_out {
 void sfs_fuse_statx_out_fill(struct sfs_fuse_statx_out *out, const struct statx *stx,
                              double timeout);
 
+/* Replies libfuse 3.14 cannot make (protocol 7.40, newer than Debian 12's header): an OPEN or
+ * CREATE reply that hands the kernel backing file backing_id (FUSE_DEV_IOC_BACKING_OPEN), so
+ * that it reads, writes and maps the backing file itself. The open flags are libfuse's for
+ * fi, but FOPEN_PASSTHROUGH instead of the page-cache ones the kernel refuses beside it
+ * (FOPEN_KEEP_CACHE fails the open EIO). With backing_id 0 the bytes are exactly
+ * fuse_reply_open's and fuse_reply_create's. Sent with fuse_reply_buf; libfuse 3.17 has this
+ * as fuse_file_info.backing_id. */
+struct fuse_file_info;
+struct fuse_entry_param;
+struct sfs_fuse_open_reply {
+	unsigned char bytes[144]; /* fuse_entry_out (128), then fuse_open_out (16) */
+	size_t len;
+};
+void sfs_fuse_open_reply(struct sfs_fuse_open_reply *out, const struct fuse_file_info *fi,
+                         int backing_id);
+void sfs_fuse_create_reply(struct sfs_fuse_open_reply *out, const struct fuse_entry_param *e,
+                           const struct fuse_file_info *fi, int backing_id);
+
 #endif

@@ -10,8 +10,8 @@
  * - FUSE_PASSTHROUGH, with a stack depth of 1, where the view wants it and writeback caching
  *   is not negotiated (the kernel ignores it then): an open file's reads, writes and maps go
  *   to a backing file the daemon registered (doc/kernel.md §4.8). The transport also owns the
- *   registration ioctls and marks the one OPEN or CREATE reply that hands a backing id over,
- *   which libfuse 3.14 has no field for.
+ *   registration ioctls; the OPEN or CREATE reply that hands a backing id over, which
+ *   libfuse 3.14 has no field for, is made by fuse_adapt.h and sent as it is.
  * - FUSE_OVER_IO_URING, where offered (fuse.enable_uring) and the rings could be set up before
  *   the reply: requests then arrive through per-CPU io_uring queues (fuse_uring.h) and their
  *   replies go back there; /dev/fuse still carries FORGET, INTERRUPT and notifications. */
@@ -108,8 +108,5 @@ void sfs_fuse_io_expect_writes(struct sfs_fuse_io *io);
 int sfs_fuse_io_wait_begin(void);
 void sfs_fuse_io_wait_end(void);
 
-/* The next OPEN or CREATE reply this thread sends hands backing id over (FOPEN_PASSTHROUGH),
- * instead of any page-cache flag. 0 sends it as libfuse made it. */
-void sfs_fuse_io_reply_backing(int id);
 
 #endif

@@ -1,7 +1,11 @@
 /* Requests libfuse 3.14 cannot dispatch, as ones it can (see fuse_adapt.h). */
 #include "fuse_adapt.h"
 
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+#include <limits.h>
 #include <linux/fuse.h>
+#include <stddef.h>
 #include <string.h>
 
 #define TMPFILE_NAME "/"
@@ -97,4 +101,93 @@ void sfs_fuse_statx_out_fill(struct sfs_fuse_statx_out *out, const struct statx 
 	sx->rdev_minor = stx->stx_rdev_minor;
 	sx->dev_major = stx->stx_dev_major;
 	sx->dev_minor = stx->stx_dev_minor;
+}
+
+/* libfuse 3.14's timeouts: whole seconds, then nanoseconds, clamped as it does. */
+static uint64_t timeout_sec(double t)
+{
+	return t > (double)ULONG_MAX ? ULONG_MAX : t < 0.0 ? 0 : (uint64_t)t;
+}
+
+static uint32_t timeout_nsec(double t)
+{
+	double f = t - (double)timeout_sec(t);
+
+	return f < 0.0 ? 0 : f >= 0.999999999 ? 999999999 : (uint32_t)(f * 1.0e9);
+}
+
+static void fill_attr(struct fuse_attr *a, const struct stat *st)
+{
+	a->ino = st->st_ino;
+	a->mode = st->st_mode;
+	a->nlink = st->st_nlink;
+	a->uid = st->st_uid;
+	a->gid = st->st_gid;
+	a->rdev = st->st_rdev;
+	a->size = st->st_size;
+	a->blksize = st->st_blksize;
+	a->blocks = st->st_blocks;
+	a->atime = st->st_atim.tv_sec;
+	a->mtime = st->st_mtim.tv_sec;
+	a->ctime = st->st_ctim.tv_sec;
+	a->atimensec = st->st_atim.tv_nsec;
+	a->mtimensec = st->st_mtim.tv_nsec;
+	a->ctimensec = st->st_ctim.tv_nsec;
+}
+
+/* In 7.40 the u32 after open_flags is backing_id: Debian 12's header (7.38) calls it padding,
+ * Debian 13's (7.41) by name, so it is named by the field before it. */
+#define OPEN_OUT_BACKING_ID (offsetof(struct fuse_open_out, open_flags) + sizeof(uint32_t))
+#define SFS_FOPEN_PASSTHROUGH (1u << 7)
+
+_Static_assert(sizeof(struct fuse_entry_out) + sizeof(struct fuse_open_out) ==
+               sizeof(((struct sfs_fuse_open_reply *)0)->bytes), "CREATE's reply");
+
+static void fill_open(unsigned char *at, const struct fuse_file_info *fi, int backing_id)
+{
+	struct fuse_open_out o = {.fh = fi->fh};
+
+	if (fi->direct_io)
+		o.open_flags |= FOPEN_DIRECT_IO;
+	if (fi->keep_cache)
+		o.open_flags |= FOPEN_KEEP_CACHE;
+	if (fi->cache_readdir)
+		o.open_flags |= FOPEN_CACHE_DIR;
+	if (fi->nonseekable)
+		o.open_flags |= FOPEN_NONSEEKABLE;
+	if (fi->noflush)
+		o.open_flags |= FOPEN_NOFLUSH;
+	if (backing_id > 0) {
+		o.open_flags &= ~(FOPEN_KEEP_CACHE | FOPEN_DIRECT_IO | FOPEN_CACHE_DIR);
+		o.open_flags |= SFS_FOPEN_PASSTHROUGH;
+		memcpy((unsigned char *)&o + OPEN_OUT_BACKING_ID, &backing_id, sizeof(backing_id));
+	}
+	memcpy(at, &o, sizeof(o));
+}
+
+void sfs_fuse_open_reply(struct sfs_fuse_open_reply *out, const struct fuse_file_info *fi,
+                         int backing_id)
+{
+	memset(out, 0, sizeof(*out));
+	fill_open(out->bytes, fi, backing_id);
+	out->len = sizeof(struct fuse_open_out);
+}
+
+void sfs_fuse_create_reply(struct sfs_fuse_open_reply *out, const struct fuse_entry_param *e,
+                           const struct fuse_file_info *fi, int backing_id)
+{
+	struct fuse_entry_out entry = {
+		.nodeid = e->ino,
+		.generation = e->generation,
+		.entry_valid = timeout_sec(e->entry_timeout),
+		.entry_valid_nsec = timeout_nsec(e->entry_timeout),
+		.attr_valid = timeout_sec(e->attr_timeout),
+		.attr_valid_nsec = timeout_nsec(e->attr_timeout),
+	};
+
+	memset(out, 0, sizeof(*out));
+	fill_attr(&entry.attr, &e->attr);
+	memcpy(out->bytes, &entry, sizeof(entry));
+	fill_open(out->bytes + sizeof(entry), fi, backing_id);
+	out->len = sizeof(entry) + sizeof(struct fuse_open_out);
 }

@@ -24,7 +24,6 @@
 #endif
 #ifndef FUSE_PASSTHROUGH
 #define FUSE_PASSTHROUGH (1ULL << 37)
-#define FOPEN_PASSTHROUGH (1u << 7)
 struct fuse_backing_map {
 	int32_t fd;
 	uint32_t flags;
@@ -33,17 +32,12 @@ struct fuse_backing_map {
 #define FUSE_DEV_IOC_BACKING_OPEN _IOW(FUSE_DEV_IOC_MAGIC, 1, struct fuse_backing_map)
 #define FUSE_DEV_IOC_BACKING_CLOSE _IOW(FUSE_DEV_IOC_MAGIC, 2, uint32_t)
 #endif
-/* In 7.40 the u32 after flags2 is max_stack_depth, and the u32 after the open reply's
- * open_flags backing_id. Named by the fields before them, which every release's header has:
- * Debian 12's (7.38) calls them unused[0] and padding, Debian 13's (7.41) by their names. */
+/* In 7.40 the u32 after flags2 is max_stack_depth. Named by the field before it, which every
+ * release's header has: Debian 12's (7.38) calls it unused[0], Debian 13's (7.41) by name. */
 #define INIT_OUT_MAX_STACK_DEPTH (offsetof(struct fuse_init_out, flags2) + sizeof(uint32_t))
-#define OPEN_OUT_BACKING_ID (offsetof(struct fuse_open_out, open_flags) + sizeof(uint32_t))
 
 /* What the INIT reply asks for beyond libfuse, where offered (see fuse_io.h). */
 static const uint64_t added_flags = FUSE_HANDLE_KILLPRIV_V2 | FUSE_DIRECT_IO_ALLOW_MMAP;
-
-/* The backing id the next OPEN or CREATE reply of this thread hands over, 0 for none. */
-static __thread int reply_backing;
 
 /* A view of a daemon that kept crashing (contract §6, "Failover"): the transport answers every
  * request EIO itself, before any handler could crash again; forgets and interrupts want no
@@ -140,31 +134,6 @@ static ssize_t send_reply(int fd, struct iovec *iov, int count)
 	ssize_t n = sfs_fuse_uring_take_reply(iov, count);
 
 	return n == -2 ? writev(fd, iov, count) : n;
-}
-
-/* An OPEN reply (fuse_open_out) or a CREATE reply (fuse_entry_out, then fuse_open_out) that
- * hands the armed backing id over: FOPEN_PASSTHROUGH, and none of the page-cache flags the
- * kernel refuses beside it (KEEP_CACHE fails the open with EIO). Any other reply, an error
- * included, goes as it is; the thread is disarmed either way. */
-static ssize_t write_open_reply(int fd, struct iovec *iov, int count)
-{
-	const struct fuse_out_header *out = iov[0].iov_base;
-	char arg[sizeof(struct fuse_entry_out) + sizeof(struct fuse_open_out)];
-	int id = reply_backing;
-
-	reply_backing = 0;
-	if (count != 2 || out->error != 0 ||
-	    (iov[1].iov_len != sizeof(struct fuse_open_out) && iov[1].iov_len != sizeof(arg)))
-		return send_reply(fd, iov, count);
-	memcpy(arg, iov[1].iov_base, iov[1].iov_len);
-
-	struct fuse_open_out *o = (void *)(arg + iov[1].iov_len - sizeof(*o));
-	struct iovec patched[2] = {iov[0], {arg, iov[1].iov_len}};
-
-	o->open_flags &= ~(FOPEN_KEEP_CACHE | FOPEN_DIRECT_IO | FOPEN_CACHE_DIR);
-	o->open_flags |= FOPEN_PASSTHROUGH;
-	memcpy((char *)o + OPEN_OUT_BACKING_ID, &id, sizeof(id));
-	return send_reply(fd, patched, 2);
 }
 
 /* The payload an io_uring entry must hold for this INIT reply: the kernel's
@@ -266,8 +235,6 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *view)
 	    out->error == 0 && iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + 4 &&
 	    iov[1].iov_len <= sizeof(struct fuse_init_out))
 		return write_init_reply(io, fd, iov);
-	if (reply_backing)
-		return write_open_reply(fd, iov, count);
 	return send_reply(fd, iov, count);
 }
 
@@ -372,11 +339,6 @@ int sfs_fuse_io_wait_begin(void)
 void sfs_fuse_io_wait_end(void)
 {
 	sfs_fuse_uring_wait_end();
-}
-
-void sfs_fuse_io_reply_backing(int id)
-{
-	reply_backing = id;
 }
 
 void sfs_fuse_io_detach(struct sfs_fuse_io *io)

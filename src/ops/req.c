@@ -155,26 +155,30 @@ void req_reply_entry(struct req *q, int rc, const struct fuse_entry_param *e)
 int req_reply_create(struct req *q, int rc, const struct fuse_entry_param *e,
                      const struct fuse_file_info *fi)
 {
+	struct sfs_fuse_open_reply out;
+
 	if (rc < 0) {
 		req_reply_err(q, rc);
 		return rc;
 	}
 	settle(q);
-	sfs_fuse_io_reply_backing(file_of(q->r.req, fi)->backing);
-	rc = fuse_reply_create(q->r.req, e, fi);
+	sfs_fuse_create_reply(&out, e, fi, file_of(q->r.req, fi)->backing);
+	rc = fuse_reply_buf(q->r.req, (const char *)out.bytes, out.len);
 	intent_end(q);
 	return rc;
 }
 
 int req_reply_open(struct req *q, int rc, const struct fuse_file_info *fi)
 {
+	struct sfs_fuse_open_reply out;
+
 	if (rc < 0) {
 		req_reply_err(q, rc);
 		return rc;
 	}
 	settle(q);
-	sfs_fuse_io_reply_backing(file_of(q->r.req, fi)->backing);
-	return fuse_reply_open(q->r.req, fi);
+	sfs_fuse_open_reply(&out, fi, file_of(q->r.req, fi)->backing);
+	return fuse_reply_buf(q->r.req, (const char *)out.bytes, out.len);
 }
 
 void req_reply_attr(struct req *q, int rc, const struct stat *st, double timeout)
