@@ -67,6 +67,19 @@ size_t sfs_fuse_adapt(void *buf, size_t len, size_t cap)
 	return len;
 }
 
+/* libfuse 3.14's timeouts: whole seconds, then nanoseconds, clamped as it does. */
+static uint64_t timeout_sec(double t)
+{
+	return t > (double)ULONG_MAX ? ULONG_MAX : t < 0.0 ? 0 : (uint64_t)t;
+}
+
+static uint32_t timeout_nsec(double t)
+{
+	double f = t - (double)timeout_sec(t);
+
+	return f < 0.0 ? 0 : f >= 0.999999999 ? 999999999 : (uint32_t)(f * 1.0e9);
+}
+
 static struct sfs_fuse_sx_time sx_time(struct statx_timestamp t)
 {
 	return (struct sfs_fuse_sx_time){.tv_sec = t.tv_sec, .tv_nsec = t.tv_nsec};
@@ -78,10 +91,8 @@ void sfs_fuse_statx_out_fill(struct sfs_fuse_statx_out *out, const struct statx 
 	struct sfs_fuse_statx *sx = &out->stat;
 
 	memset(out, 0, sizeof(*out));
-	if (timeout > 0) {
-		out->attr_valid = (uint64_t)timeout;
-		out->attr_valid_nsec = (uint32_t)((timeout - (double)out->attr_valid) * 1e9);
-	}
+	out->attr_valid = timeout_sec(timeout);
+	out->attr_valid_nsec = timeout_nsec(timeout);
 	sx->mask = stx->stx_mask;
 	sx->blksize = stx->stx_blksize;
 	sx->attributes = stx->stx_attributes;
@@ -101,19 +112,6 @@ void sfs_fuse_statx_out_fill(struct sfs_fuse_statx_out *out, const struct statx 
 	sx->rdev_minor = stx->stx_rdev_minor;
 	sx->dev_major = stx->stx_dev_major;
 	sx->dev_minor = stx->stx_dev_minor;
-}
-
-/* libfuse 3.14's timeouts: whole seconds, then nanoseconds, clamped as it does. */
-static uint64_t timeout_sec(double t)
-{
-	return t > (double)ULONG_MAX ? ULONG_MAX : t < 0.0 ? 0 : (uint64_t)t;
-}
-
-static uint32_t timeout_nsec(double t)
-{
-	double f = t - (double)timeout_sec(t);
-
-	return f < 0.0 ? 0 : f >= 0.999999999 ? 999999999 : (uint32_t)(f * 1.0e9);
 }
 
 static void fill_attr(struct fuse_attr *a, const struct stat *st)

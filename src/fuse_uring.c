@@ -303,13 +303,14 @@ void sfs_fuse_uring_area(const struct sfs_fuse_uring *u, struct sfs_uring_area *
 void sfs_fuse_uring_hold(struct sfs_fuse_uring *u)
 {
 	pthread_mutex_lock(&u->lock);
-	for (unsigned i = 0; i < u->slots; i++) {
-		if (!u->ents[i])
-			continue;
-		pthread_mutex_lock(&u->ents[i]->sq_lock);
-		u->holding = true;
-		pthread_mutex_unlock(&u->ents[i]->sq_lock);
-	}
 	u->holding = true;
+	/* an entry's submission under way when holding changed ends before this returns, and
+	 * the next one sees it (prep_cmd reads it under the entry's sq_lock) */
+	for (unsigned i = 0; i < u->slots; i++) {
+		if (u->ents[i]) {
+			pthread_mutex_lock(&u->ents[i]->sq_lock);
+			pthread_mutex_unlock(&u->ents[i]->sq_lock);
+		}
+	}
 	pthread_mutex_unlock(&u->lock);
 }
