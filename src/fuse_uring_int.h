@@ -78,6 +78,7 @@ struct entry {
 	struct sfs_uring_entry_state *sh;
 	uint64_t orphan;        /* a predecessor's request this entry answers first, or 0 */
 	bool waiting;           /* its request waits long (a lock), under the ring's lock */
+	uint64_t wake_node;     /* a spare's: the file whose lock wait made it (wake_queue) */
 	pthread_mutex_t sq_lock; /* the ring's submissions, and the handover's gate (holding) */
 };
 
@@ -112,6 +113,7 @@ struct sfs_fuse_uring {
 	                         * every entry's sq_lock) */
 	const atomic_bool *failed; /* answer every request EIO (fuse_io.h) */
 	atomic_int error;       /* the first refused registration's errno */
+	atomic_uint wakes;      /* queue wake-ups sent (wake_queue) */
 	struct entry *ents[];   /* a slot's entry once set up, else NULL (written under lock) */
 };
 

@@ -17,6 +17,10 @@
 #define CMD_TAG 1
 #define TRIPWIRE_TAG 2
 
+/* The ids of wake_queue's requests: even, as the kernel's own, and far above any the kernel
+ * counts to, so that a queue never holds two requests of one id. */
+#define WAKE_UNIQUE_BASE (1ULL << 62)
+
 /* The entry this thread is serving a request of, for the reply (libfuse replies through the
  * transport's writev, on the thread that handles the request). */
 static __thread struct entry *serving;
@@ -76,6 +80,10 @@ static void serve_request(struct entry *e)
 	char *start;
 
 	memcpy(&in, e->hdr->in_out, sizeof(in));
+	if (in.opcode == FUSE_NOTIFY_REPLY && in.unique >= WAKE_UNIQUE_BASE) {
+		reply_error(e, ECANCELED); /* wake_queue's: it only had to reach the queue */
+		return;
+	}
 	if (atomic_load(e->u->failed)) {
 		reply_error(e, EIO);
 		return;
@@ -129,8 +137,13 @@ static int spare_for_wait(struct sfs_fuse_uring *u, const struct entry *e)
 	if (u->holding || u->go != GO_SERVE)
 		return -ENOLCK;
 	for (unsigned i = first + SFS_URING_DEPTH; i < first + u->per_queue; i++) {
-		if (!u->ents[i])
-			return fuse_uring_slot_setup(u, i, false) ? -ENOLCK : 0;
+		if (u->ents[i])
+			continue;
+		if (fuse_uring_slot_setup(u, i, false))
+			return -ENOLCK;
+		/* read by the spare's thread after it takes this lock (wake_queue) */
+		u->ents[i]->wake_node = ((const struct fuse_in_header *)e->hdr->in_out)->nodeid;
+		return 0;
 	}
 	return -ENOLCK;
 }
@@ -355,6 +368,33 @@ static void arm_tripwire(struct entry *e)
 		       "ECANCELED", e->qid, strerror(-rc));
 }
 
+/* Requests that reached e's queue while none of its entries was free wait there for the next
+ * commit or the next request of that queue: the kernel does not hand them to an entry that
+ * registers (doc/kernel.md §4.12). So a spare, once registered, has the kernel make a request
+ * on its queue: a retrieve notification asks for a FUSE_NOTIFY_REPLY, which the kernel queues
+ * on the CPU of the thread that writes it (this one, on e's CPU). The entry that takes it
+ * commits it and fetches the next waiting request, and so on until the queue is empty. The
+ * kernel retrieves only from a regular file it knows: the one whose lock the waiting request
+ * asks for, open while it waits. */
+static void wake_queue(struct entry *e)
+{
+	struct {
+		struct fuse_out_header h;
+		struct fuse_notify_retrieve_out r;
+	} msg = {
+		.h = {.len = sizeof(msg), .error = FUSE_NOTIFY_RETRIEVE},
+		.r = {.nodeid = e->wake_node,
+		      .notify_unique = WAKE_UNIQUE_BASE + 2ULL * atomic_fetch_add(&e->u->wakes, 1)},
+	};
+
+	if (sched_getcpu() != (int)e->qid) /* its CPU is offline or not the daemon's */
+		return;
+	if (write(e->u->fd, &msg, sizeof(msg)) != (ssize_t)sizeof(msg))
+		syslog(LOG_WARNING, "io_uring queue %u: cannot wake it (%s): requests that came "
+		       "while its entries waited wait for the next request there", e->qid,
+		       strerror(errno));
+}
+
 /* One entry: register, then serve and commit-and-fetch until the connection ends. */
 void *fuse_uring_entry_main(void *arg)
 {
@@ -372,6 +412,8 @@ void *fuse_uring_entry_main(void *arg)
 		e->u->registered++;
 		pthread_cond_broadcast(&e->u->changed);
 		pthread_mutex_unlock(&e->u->lock);
+		if (e->wake_node)
+			wake_queue(e);
 	}
 	if (!rc)
 		rc = wait_cmd(e);

@@ -252,6 +252,79 @@ def case_many_waiters(a, b, n=24, cpu=None):
         early, served, granted, n)
 
 
+def reap(pids, seconds):
+    """Waits up to seconds for pids to end, then kills those left and gives them 5 s more:
+    how many are still there (a process waiting for a request that never comes)."""
+    left = list(pids)
+    for limit, kill in ((seconds, False), (5, True)):
+        if kill:
+            for pid in left:
+                os.kill(pid, signal.SIGKILL)
+        until = time.monotonic() + limit
+        while left and time.monotonic() < until:
+            left = [p for p in left if os.waitpid(p, os.WNOHANG) == (0, 0)]
+            time.sleep(0.05)
+    return len(left)
+
+
+def case_waiters_and_stats_at_once(a, b, n=32, cpu=0):
+    """n processes on one CPU, released at once ahead of everything else there (real-time
+    priority): half wait through b for a lock held through a, half stat a file beside b. The
+    stats are answered while the lock is held, and every waiter is granted once the holder
+    dies. Over io_uring all their requests reach one queue before the daemon runs, so the
+    queue's entries end up waiting and its spares register with requests already queued."""
+    holder = hold_in_child(a)
+    d = os.path.dirname(b)
+    for i in range(n // 2):
+        open(os.path.join(d, "s%d" % i), "w").close()
+    go_r, go_w = os.pipe()
+    done_r, done_w = os.pipe()
+    kids = []
+    for i in range(n):
+        pid = os.fork()
+        if pid == 0:
+            os.close(go_w)
+            os.close(done_r)
+            os.sched_setaffinity(0, {cpu})
+            fd = os.open(b, os.O_RDWR)
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+            os.read(go_r, 1)
+            if i % 2:
+                os.stat(os.path.join(d, "s%d" % (i // 2)))
+                os.write(done_w, b"s")
+            else:
+                fcntl.fcntl(fd, fcntl.F_SETLKW, flock_struct(fcntl.F_WRLCK))
+                os.write(done_w, b"w")
+            os._exit(0)
+        kids.append(pid)
+    os.close(go_r)
+    os.close(done_w)
+    time.sleep(1.0)
+    os.close(go_w)  # every child's read returns at once
+    seen = b""
+    os.set_blocking(done_r, False)
+    until = time.monotonic() + 10
+    while time.monotonic() < until and seen.count(b"s") < n // 2:
+        time.sleep(0.05)
+        try:
+            seen += os.read(done_r, 64)
+        except BlockingIOError:
+            pass
+    stats, early = seen.count(b"s"), seen.count(b"w")
+    holder.kill()
+    holder.wait()
+    stuck = reap(kids, 30)
+    os.set_blocking(done_r, False)
+    try:
+        seen += os.read(done_r, 64)
+    except BlockingIOError:
+        pass
+    os.close(done_r)
+    return ("%d of %d stats answered while the lock was held, %d waiters granted early, "
+            "%d of %d after, %d processes stuck" % (
+                stats, n // 2, early, seen.count(b"w") - early, n - n // 2, stuck))
+
+
 def case_sqlite(dirs, rows, wal=False):
     """One writer process per directory (one mount each) inserts rows into one database,
     a commit per row; the last directory's mount counts and checks them."""
@@ -309,6 +382,7 @@ CASES = {
     "getlk": case_getlk, "setlkw": case_setlkw, "flock_wait": case_flock_wait,
     "interrupt": case_interrupt, "many_waiters": case_many_waiters,
     "many_waiters_one_cpu": lambda a, b: case_many_waiters(a, b, 40, cpu=0),
+    "waiters_and_stats_at_once": case_waiters_and_stats_at_once,
     "ro": case_ro, "ro_holder": case_ro_holder,
 }
 # a database written through every directory given

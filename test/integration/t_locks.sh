@@ -126,6 +126,19 @@ test_locks_many_waiters_on_one_cpu() {
 	same_as_native many_waiters_one_cpu "$REF/g" "$REF2/g" "$A/g" "$B/g"
 }
 
+# Requests that reach one CPU's queue all at once, before the daemon runs there (the callers
+# have real-time priority): half are lock waits, which leave the queue's entries waiting, half
+# are stats, which are answered while the lock is still held. Over io_uring the queue's spares
+# register after the stats were queued, and the kernel hands such requests only to an entry
+# that commits (doc/kernel.md §4.12): before the queue was woken, they waited for the holder.
+test_locks_waiters_and_stats_at_once_on_one_cpu() {
+	native_pair
+	lock_views
+	echo x >"$REF/h"
+	echo x >"$A/h"
+	same_as_native waiters_and_stats_at_once "$REF/h" "$REF2/h" "$A/h" "$B/h"
+}
+
 # Databases of the row in issue 29's table: writers in views of different options, each row
 # its own transaction, lose nothing (before, one writer failed with "disk I/O error" and
 # half the rows were missing).
