@@ -134,6 +134,8 @@ int main(void)
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	uint64_t unique = 1;
 
+	fuse_opt_free_args(&args); /* libfuse copies argv while parsing; the session keeps none */
+
 	CHECK(se && null >= 0 && fuse_session_custom_io(se, &io, null) == 0, "a session to feed");
 	if (!se)
 		return 1;
