@@ -78,7 +78,7 @@ struct entry {
 	struct sfs_uring_entry_state *sh;
 	uint64_t orphan;        /* a predecessor's request this entry answers first, or 0 */
 	bool waiting;           /* its request waits long (a lock), under the ring's lock */
-	uint64_t wake_node;     /* a spare's: the file whose lock wait made it (wake_queue) */
+	uint64_t wake_node;     /* a spare's: the file whose wait made it (wake_queue) */
 	pthread_mutex_t sq_lock; /* the ring's submissions, and the handover's gate (holding) */
 };
 

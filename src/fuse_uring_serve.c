@@ -374,8 +374,8 @@ static void arm_tripwire(struct entry *e)
  * on its queue: a retrieve notification asks for a FUSE_NOTIFY_REPLY, which the kernel queues
  * on the CPU of the thread that writes it (this one, on e's CPU). The entry that takes it
  * commits it and fetches the next waiting request, and so on until the queue is empty. The
- * kernel retrieves only from a regular file it knows: the one whose lock the waiting request
- * asks for, open while it waits. */
+ * kernel retrieves only from a regular file it knows: the waiting request's own, a lock's or
+ * a lease's (lease.c waits for regular files only), held by the caller while it waits. */
 static void wake_queue(struct entry *e)
 {
 	struct {
