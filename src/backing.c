@@ -480,13 +480,21 @@ static void probe_features(struct sfs_backing *b)
 	b->has_user_xattr = getxattr(path, "user.strictfs.probe", NULL, 0) >= 0 || errno == ENODATA;
 }
 
+/* By the low-level probe, as mount(8) reads a device: blkid's cache API would record the
+ * device as it is now in blkid's cache, which blkid(8) trusts for 2 seconds, so a label set
+ * through a view in that time went unseen by blkid (xfstests generic/492). */
 static void read_uuid(struct sfs_backing *b)
 {
-	char *uuid = blkid_get_tag_value(NULL, "UUID", b->device);
+	blkid_probe pr = blkid_new_probe_from_filename(b->device);
+	const char *uuid;
 
-	if (uuid)
+	if (!pr)
+		return;
+	blkid_probe_enable_superblocks(pr, 1);
+	blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_UUID);
+	if (blkid_do_safeprobe(pr) == 0 && blkid_probe_lookup_value(pr, "UUID", &uuid, NULL) == 0)
 		sfs_strlcpy(b->uuid, uuid, sizeof(b->uuid));
-	free(uuid);
+	blkid_free_probe(pr);
 }
 
 int sfs_backing_open(struct sfs_backing *b, const char *source, bool source_is_file,

@@ -189,6 +189,24 @@ label: native" "$(fileattr label "$REF" native)" "as natively"
 	assert_eq "label: viewlabel" "$(fileattr label "$Q")" "nothing changed the label"
 }
 
+# blkid(8) reads the label a view set at once, as it does after a native mount, and after the
+# view's umount(8). The daemon reads the device's UUID without writing blkid's cache, which
+# blkid trusts for 2 seconds (xfstests generic/492).
+test_fileattr_label_seen_by_blkid_at_once() {
+	native_ref
+	new_source fileattr
+	A=$T_DIR/a
+	view acl "$LOOP" "$A"
+	local ref_dev
+	ref_dev=$(loops_of "$T_DIR/ref.img" | head -1)
+	fileattr label "$REF" native.492 >/dev/null
+	fileattr label "$A" view.492 >/dev/null
+	assert_eq "native.492" "$(blkid -s LABEL -o value "$ref_dev")" "native: blkid sees the new label"
+	assert_eq "view.492" "$(blkid -s LABEL -o value "$LOOP")" "blkid sees the label set through a view"
+	assert_ok umount "$A"
+	assert_eq "view.492" "$(blkid -s LABEL -o value "$LOOP")" "and after umount(8) of the view"
+}
+
 # What the kernel's FUSE keeps from the daemon (contract §4.7): refused as a file system without
 # it would, never answered wrongly, and nothing reaches the daemon to be half done.
 test_fileattr_kernel_limits_answered_as_without() {
