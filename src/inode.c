@@ -214,10 +214,10 @@ int sfs_itab_get(struct sfs_itab *t, struct sfs_fdcache *c, int fd, const struct
 
 	pthread_mutex_lock(&t->lock);
 	n = find_locked(t, st->st_dev, st->st_ino);
-	/* A node whose descriptor is open holds its inode, so the number is still that object's.
-	 * Without one, the inode may have been freed and its number reused: only the file handle
-	 * (number and generation) tells. */
-	alive = n && t->hooks.fds->cached(c, n);
+	/* A node whose descriptor is open, or that a caller holds open, holds its inode, so the
+	 * number is still that object's. Without either, the inode may have been freed and its
+	 * number reused: only the file handle (number and generation) tells. */
+	alive = n && (atomic_load(&n->opens) > 0 || t->hooks.fds->cached(c, n));
 	pthread_mutex_unlock(&t->lock);
 again:
 	if (!alive) {

@@ -17,24 +17,6 @@
 #include "fdcache.h"
 #include "names.h"
 
-/* Holds the node's O_PATH descriptor for the life of an open file; when the cache let it go
- * and the object has lost its last name meanwhile, the open file itself gives a new one. */
-static bool pin_node(struct sfs_view *v, struct sfs_node *node, int fd)
-{
-	char path[40];
-	int pfd;
-
-	if (!node)
-		return false;
-	if (sfs_fd_get(&v->svc->fdc, node) >= 0)
-		return true;
-	fd_path(path, fd);
-	if ((pfd = open(path, O_PATH | O_CLOEXEC)) < 0)
-		return false;
-	sfs_fdcache_offer(&v->svc->fdc, node, pfd);
-	return sfs_fd_get(&v->svc->fdc, node) >= 0;
-}
-
 /* How the view's kernel caches what a daemon-path open reads (policy.h, open_cache). A file
  * that another view writes by passthrough changes unseen: read around the page cache. */
 static void set_file_cache(struct sfs_view *v, struct sfs_node *node, const struct stat *st,
@@ -123,7 +105,6 @@ static int new_file(struct sfs_view *v, struct sfs_node *node, int fd, const str
 	f->backing = backing;
 	f->node = node;
 	f->writes = writes;
-	f->pinned = pin_node(v, node, fd) ? node : NULL;
 	take_open_flags(f, flags);
 	atomic_init(&f->twin, -1);
 	atomic_init(&f->atime, first_atime(v, st));
@@ -161,7 +142,6 @@ int sfs_view_adopt_file(struct sfs_view *v, uint32_t slot, const struct sfs_ho_f
 		sfs_fuse_io_expect_writes(&v->fuse_io);
 	if (f->backing && node)
 		pt_adopt(v, node, rec);
-	f->pinned = pin_node(v, node, rec->fd) ? node : NULL;
 	take_open_flags(f, flags);
 	twin = atomic_load(&rec->twin);
 	atomic_init(&f->twin, twin >= 0 && fstat(twin, &st) == 0 && st.st_ino == rec->ino ? twin : -1);
@@ -188,8 +168,6 @@ static int end_file(struct sfs_view *v, struct sfs_file *f)
 	if (f->backing)
 		pt_release(v, f->node, f->writes);
 	uncount_open(v, f->node, f->fd);
-	if (f->pinned)
-		sfs_fd_put(&v->svc->fdc, f->pinned);
 	if (atomic_load(&f->twin) >= 0)
 		close(atomic_load(&f->twin));
 	close(f->fd);

@@ -195,10 +195,6 @@ double attr_timeout_of(const struct sfs_view *v, const struct sfs_node *n);
 
 struct sfs_file {
 	int fd;
-	/* The node's O_PATH descriptor stays held while the file is open: the kernel's fstat
-	 * carries no file handle, and an open file unlinked elsewhere can no longer be reopened
-	 * by its handle (ESTALE where ext4 answers). NULL when it could not be had. */
-	struct sfs_node *pinned;
 	bool direct; /* O_DIRECT: the backing wants aligned buffers, libfuse's are not */
 	/* The kernel's writeback of a mapped file's pages writes whole pages and a short tail at
 	 * the offsets they belong to, which an O_DIRECT descriptor refuses (EINVAL: the data is
