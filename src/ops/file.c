@@ -304,7 +304,8 @@ static int open_created(struct req *q, struct change *c, int fd, mode_t mode,
 	fd = reopen_in_view(q, node, fd, fi->flags);
 	if ((rc = new_file(q->r.view, node, fd, &e->attr, fi)))
 		return rc; /* new_file closed fd */
-	e->attr_timeout = attr_timeout_of(q->r.view, node);
+	e->attr_timeout = c->made ? attr_timeout_of_made(q->r.view, node)
+	                          : attr_timeout_of(q->r.view, node);
 	return 0;
 }
 

@@ -257,8 +257,8 @@ int pt_open(struct sfs_view *v, struct sfs_node *n, int fd, bool writes)
 	if (first_writer) {
 		sfs_coh_data(v, n, 0, 0);
 		sfs_coh_own_data(v, n, -1, 0);
-	} else if (first_reader)
-		sfs_coh_attr(v, n);
+	} else if (writes || first_reader)
+		sfs_coh_attr(v, n); /* a file just made may be cached a moment (attr_timeout_of_made) */
 	return id;
 }
 
@@ -315,6 +315,18 @@ double attr_timeout_of(const struct sfs_view *v, const struct sfs_node *n)
 		atime_opens -= e->opens;
 	pthread_mutex_unlock(&pt->lock);
 	return atime_opens > 0 ? 0 : v->attr_timeout;
+}
+
+/* A file this open just made is empty, and nothing but this open has it: what would change its
+ * attributes unseen needs data first, and the kernel drops its own attributes at a write or a
+ * truncate, and another view's writer open drops them (pt_open). So the reply may let the
+ * kernel keep them for the tick of its clock it needs to check the open's permission (MAY_OPEN
+ * under default_permissions), which would otherwise cost a GETATTR on every create. */
+double attr_timeout_of_made(const struct sfs_view *v, const struct sfs_node *n)
+{
+	double t = attr_timeout_of(v, n);
+
+	return t == 0 && v->attr_timeout > 0 ? 1e-6 : t;
 }
 
 void pt_record(struct sfs_view *v, const struct sfs_node *n, struct sfs_ho_file *rec)
