@@ -64,6 +64,10 @@ struct sfs_node {
 	 * (src/ops/passthrough.c). */
 	atomic_int pt_writers;
 	atomic_int pt_atime_opens;
+	/* The view (slot + 1) whose kernel keeps the attributes of this file, made and open by
+	 * passthrough, for a tick (attr_timeout_of_made); the next writer open in another view
+	 * drops them there and sets this back to 0. */
+	atomic_uint attrs_lent;
 	/* Files open on it, over all views. An object whose last name went lives until its last
 	 * close, and ext4 charges it meanwhile: the quota ledger counts it while this is not 0
 	 * (quota.h), an O_TMPFILE file from its birth. */

@@ -190,7 +190,7 @@ void pt_record(struct sfs_view *v, const struct sfs_node *n, struct sfs_ho_file 
 void pt_adopt(struct sfs_view *v, struct sfs_node *n, const struct sfs_ho_file *rec);
 
 double attr_timeout_of(const struct sfs_view *v, const struct sfs_node *n);
-double attr_timeout_of_made(const struct sfs_view *v, const struct sfs_node *n);
+double attr_timeout_of_made(const struct sfs_view *v, struct sfs_node *n);
 
 /* ---- file.c: the view's open files ----------------------------------------------------- */
 

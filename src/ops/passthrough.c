@@ -208,6 +208,15 @@ static bool writer_may_share(struct sfs_view *v, const struct sfs_pt_entry *e, i
 	return !writes_privileged(v, st) || !has_setid_bits(st);
 }
 
+/* Whether the node's attributes are lent to a view other than v (attr_timeout_of_made), which
+ * v's writer open is about to change unseen: then they are taken back, for the caller to drop. */
+static bool attrs_taken_back(const struct sfs_view *v, struct sfs_node *n)
+{
+	unsigned int lent = atomic_load(&n->attrs_lent);
+
+	return lent && lent != v->slot + 1 && atomic_compare_exchange_strong(&n->attrs_lent, &lent, 0);
+}
+
 int pt_open(struct sfs_view *v, struct sfs_node *n, int fd, bool writes)
 {
 	struct sfs_pt_entry *e;
@@ -257,8 +266,8 @@ int pt_open(struct sfs_view *v, struct sfs_node *n, int fd, bool writes)
 	if (first_writer) {
 		sfs_coh_data(v, n, 0, 0);
 		sfs_coh_own_data(v, n, -1, 0);
-	} else if (writes || first_reader)
-		sfs_coh_attr(v, n); /* a file just made may be cached a moment (attr_timeout_of_made) */
+	} else if (first_reader || (writes && attrs_taken_back(v, n)))
+		sfs_coh_attr(v, n);
 	return id;
 }
 
@@ -319,14 +328,18 @@ double attr_timeout_of(const struct sfs_view *v, const struct sfs_node *n)
 
 /* A file this open just made is empty, and nothing but this open has it: what would change its
  * attributes unseen needs data first, and the kernel drops its own attributes at a write or a
- * truncate, and another view's writer open drops them (pt_open). So the reply may let the
- * kernel keep them for the tick of its clock it needs to check the open's permission (MAY_OPEN
- * under default_permissions), which would otherwise cost a GETATTR on every create. */
-double attr_timeout_of_made(const struct sfs_view *v, const struct sfs_node *n)
+ * truncate, and another view's writer open drops them (pt_open, attrs_taken_back). So the
+ * reply may let the kernel keep them for the tick of its clock it needs to check the open's
+ * permission (MAY_OPEN under default_permissions), which would otherwise cost a GETATTR on
+ * every create. */
+double attr_timeout_of_made(const struct sfs_view *v, struct sfs_node *n)
 {
 	double t = attr_timeout_of(v, n);
 
-	return t == 0 && v->attr_timeout > 0 ? 1e-6 : t;
+	if (t != 0 || v->attr_timeout <= 0)
+		return t;
+	atomic_store(&n->attrs_lent, v->slot + 1);
+	return 1e-6;
 }
 
 void pt_record(struct sfs_view *v, const struct sfs_node *n, struct sfs_ho_file *rec)
