@@ -35,8 +35,9 @@ void sfs_coh_own_entry(struct sfs_view *origin, struct sfs_node *parent, const c
 
 /* A spelling that views may cache under parent though it names nothing in the backing (a
  * casefold alias or negative entry): invalidated in every view that knows parent, the origin
- * included (without waiting for that one). */
-void sfs_coh_spelling(struct sfs_view *origin, struct sfs_node *parent, const char *name);
+ * included (without waiting for that one) unless its kernel settled that dentry itself. */
+void sfs_coh_spelling(struct sfs_view *origin, struct sfs_node *parent, const char *name,
+                      bool origin_settled);
 
 /* The origin view's own cached pages of [off, off+len) of n, dropped at once from the calling
  * handler (a data invalidation takes no lock a request of the view holds while it waits for

@@ -228,9 +228,11 @@ void sfs_coh_own_entry(struct sfs_view *origin, struct sfs_node *parent, const c
 		        name, false);
 }
 
-void sfs_coh_spelling(struct sfs_view *origin, struct sfs_node *parent, const char *name)
+void sfs_coh_spelling(struct sfs_view *origin, struct sfs_node *parent, const char *name,
+                      bool origin_settled)
 {
-	sfs_coh_own_entry(origin, parent, name);
+	if (!origin_settled)
+		sfs_coh_own_entry(origin, parent, name);
 	queue_to_targets(origin, parent, SFS_NOTICE_ENTRY, 0, 0, name);
 }
 

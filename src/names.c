@@ -164,14 +164,20 @@ static struct sfs_hlink *take_class(struct sfs_spellings *all, struct sfs_node *
 	return taken;
 }
 
-static void class_changed(struct sfs_view *v, struct sfs_node *dir, const char *name)
+/* The class of name in dir changed through view v, whose kernel settled the dentry of
+ * settled itself (NULL: none). That dentry is left alone in v: it names the backing's entry
+ * now, or nothing, and whoever holds it (overlayfs holds its upper directories') would see
+ * it unhashed. Every other spelling, and that one in the other views, is invalidated. */
+static void class_changed(struct sfs_view *v, struct sfs_node *dir, const char *name,
+                          const char *settled)
 {
 	struct sfs_hlink *l = take_class(&v->svc->spellings, dir, name), *next;
 
 	for (; l; l = next) {
 		struct spelling *sp = sfs_htab_entry(l, struct spelling, link);
+		const char *spelling = sp->data + sp->foldlen;
 		next = l->next;
-		sfs_coh_spelling(v, dir, sp->data + sp->foldlen);
+		sfs_coh_spelling(v, dir, spelling, settled && !strcmp(spelling, settled));
 		free(sp);
 	}
 }
@@ -196,25 +202,28 @@ void sfs_names_node_freed(void *svc, struct sfs_node *dir)
 	dir->spellings = NULL;
 }
 
-void sfs_names_added(struct sfs_view *v, struct sfs_node *dir, const char *name)
+void sfs_names_added(struct sfs_view *v, struct sfs_node *dir, const char *name,
+                     const char *settled)
 {
 	sfs_foldcache_note_add(v->svc->folds, dir->dev, dir->ino, name, strlen(name));
-	class_changed(v, dir, name);
+	class_changed(v, dir, name, settled);
 }
 
-void sfs_names_removed(struct sfs_view *v, struct sfs_node *dir, const char *name)
+void sfs_names_removed(struct sfs_view *v, struct sfs_node *dir, const char *name,
+                       const char *settled)
 {
 	sfs_foldcache_note_remove(v->svc->folds, dir->dev, dir->ino, name, strlen(name));
-	class_changed(v, dir, name);
+	class_changed(v, dir, name, settled);
 }
 
 void sfs_names_renamed(struct sfs_view *v, struct sfs_node *from_dir, const char *from,
-                       struct sfs_node *to_dir, const char *to)
+                       const char *from_settled, struct sfs_node *to_dir, const char *to,
+                       const char *to_settled)
 {
 	sfs_foldcache_note_rename(v->svc->folds, from_dir->dev, from_dir->ino, from, strlen(from),
 	                          to_dir->dev, to_dir->ino, to, strlen(to));
-	class_changed(v, from_dir, from);
-	class_changed(v, to_dir, to);
+	class_changed(v, from_dir, from, from_settled);
+	class_changed(v, to_dir, to, to_settled);
 }
 
 void sfs_names_dir_gone(struct sfs_services *svc, dev_t dev, ino_t ino)

@@ -123,19 +123,28 @@ bool change_begin(struct req *q, struct change *c, int *rc)
 	                     ino_of(&c->obj2), rc);
 }
 
+/* The spelling whose dentry the caller's kernel settled by the change itself (made positive,
+ * negative, or moved away): the asked name, when it is the backing's; else NULL (an alias,
+ * which stays the notes' to invalidate). */
+static const char *settled(const char *asked, const char *actual)
+{
+	return asked == actual || !strcmp(asked, actual) ? actual : NULL;
+}
+
 /* The fold indexes follow the backing, under the directory locks; a change a predecessor
  * made is in the successor's indexes already (they were built after it). */
 static void note_names(struct sfs_view *v, const struct change *c)
 {
 	struct sfs_node *dir = c->dir->node;
+	const char *own = settled(c->asked, c->name);
 
 	switch (c->kind) {
 	case CHANGE_MAKE:
 	case CHANGE_LINK:
-		sfs_names_added(v, dir, c->name);
+		sfs_names_added(v, dir, c->name, own);
 		break;
 	case CHANGE_REMOVE:
-		sfs_names_removed(v, dir, c->name);
+		sfs_names_removed(v, dir, c->name, own);
 		if (S_ISDIR(c->obj.st.st_mode))
 			sfs_names_dir_gone(v->svc, c->obj.st.st_dev, c->obj.st.st_ino);
 		break;
@@ -144,9 +153,10 @@ static void note_names(struct sfs_view *v, const struct change *c)
 			break;
 		if (S_ISDIR(c->obj2.st.st_mode) && !(c->flags & RENAME_NOREPLACE))
 			sfs_names_dir_gone(v->svc, c->obj2.st.st_dev, c->obj2.st.st_ino);
-		sfs_names_renamed(v, dir, c->name, c->dir2->node, c->name2);
+		sfs_names_renamed(v, dir, c->name, own, c->dir2->node, c->name2,
+		                  settled(c->asked2, c->name2));
 		if (c->flags & RENAME_WHITEOUT)
-			sfs_names_added(v, dir, c->name);
+			sfs_names_added(v, dir, c->name, own);
 		break;
 	case CHANGE_TMPFILE:
 		break;

@@ -179,6 +179,52 @@ test_casefold_no_stale_spelling() {
 	assert_fails_with "No such file or directory" stat "$C/baz"
 }
 
+# The file a create made is the creator's open file: the view must not drop its dentry behind
+# it (the kernel then reports the open file deleted: "(deleted)" in /proc/PID/fd, ENOENT from
+# getcwd in a directory just made).
+test_casefold_made_entry_stays_the_creators() {
+	cf_setup
+	local py='import os,sys,time
+fd = os.open(sys.argv[1], os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+os.mkdir(sys.argv[2]); os.chdir(sys.argv[2])
+time.sleep(0.3)
+print(os.readlink("/proc/self/fd/%d" % fd)); print(os.getcwd())'
+	assert_eq "$C/made
+$C/dir" "$("$PY" -c "$py" "$C/made" "$C/dir" 2>&1)" "the made file and directory, as their creator holds them"
+	assert_eq "$N/other
+$N/dir2" "$("$PY" -c "$py" "$N/other" "$N/dir2" 2>&1)" "the same in the nocasefold view"
+}
+
+# A dentry the kernel made positive itself (a create or rename over the spelling it had looked
+# up as absent) is the view's own and stays: overlayfs holds its upper directory's dentries and
+# fails with "failed to lock workdir+upperdir" (EIO) when one is dropped (xfstests generic/631).
+test_casefold_overlay_on_a_view_copies_up() {
+	cf_setup
+	local m=$C/merged i d failed=0
+	mkdir "$C/lower" "$m"
+	for d in 1 2 3 4 5; do
+		mkdir "$C/lower/etc$d"
+		echo "salts$d" >"$C/lower/etc$d/access.conf"
+	done
+	for ((i = 1; i <= 12; i++)); do
+		mkdir "$C/upper$i" "$C/work$i"
+		if ! mount -t overlay sfs-cf -o "lowerdir=$C/lower,upperdir=$C/upper$i,workdir=$C/work$i,index=off" "$m"; then
+			((failed += 10))
+			continue
+		fi
+		for d in 1 2 3 4 5; do
+			mv "$m/etc$d/access.conf" "$m/etc$d/access.conf.bak" && touch "$m/etc$d/access.conf" ||
+				((failed++))
+		done
+		umount "$m" || die "umount of the overlay"
+		for d in 1 2 3 4 5; do
+			[[ $(names_in "$N/upper$i/etc$d") == "access.conf access.conf.bak" &&
+				$(cat "$N/upper$i/etc$d/access.conf.bak") == "salts$d" ]] || ((failed++))
+		done
+	done
+	assert_eq 0 "$failed" "mounts, copy-ups and upper layers that went wrong, of 120"
+}
+
 test_casefold_and_nocasefold_views_alternate() {
 	cf_setup
 	local i
