@@ -18,16 +18,13 @@ void sfs_names_destroy(struct sfs_services *svc);
 
 
 /* Notes of a change made by view v (under the change lock): the fold indexes follow, and the
- * spellings casefold views may cache for the changed classes are invalidated, but for the one
- * v's kernel settled itself (settled: the name as v's kernel asked, when it is the backing's
- * name; else NULL). */
-void sfs_names_added(struct sfs_view *v, struct sfs_node *dir, const char *name,
-                     const char *settled);
-void sfs_names_removed(struct sfs_view *v, struct sfs_node *dir, const char *name,
-                       const char *settled);
+ * spellings casefold views may cache for the changed classes are invalidated, but for name
+ * itself in v when v's kernel settled it (settled: v's kernel asked for the backing's name). */
+void sfs_names_added(struct sfs_view *v, struct sfs_node *dir, const char *name, bool settled);
+void sfs_names_removed(struct sfs_view *v, struct sfs_node *dir, const char *name, bool settled);
 void sfs_names_renamed(struct sfs_view *v, struct sfs_node *from_dir, const char *from,
-                       const char *from_settled, struct sfs_node *to_dir, const char *to,
-                       const char *to_settled);
+                       bool from_settled, struct sfs_node *to_dir, const char *to,
+                       bool to_settled);
 /* A directory (dev, ino) is gone: its index must not outlive it. */
 void sfs_names_dir_gone(struct sfs_services *svc, dev_t dev, ino_t ino);
 

@@ -164,12 +164,12 @@ static struct sfs_hlink *take_class(struct sfs_spellings *all, struct sfs_node *
 	return taken;
 }
 
-/* The class of name in dir changed through view v, whose kernel settled the dentry of
- * settled itself (NULL: none). That dentry is left alone in v: it names the backing's entry
- * now, or nothing, and whoever holds it (overlayfs holds its upper directories') would see
- * it unhashed. Every other spelling, and that one in the other views, is invalidated. */
+/* The class of name in dir changed through view v. When v's kernel settled name's own dentry
+ * itself (settled), that dentry is left alone in v: it names the backing's entry now, or
+ * nothing, and whoever holds it (overlayfs holds its upper directories') would see it
+ * unhashed. Every other spelling, and that one in the other views, is invalidated. */
 static void class_changed(struct sfs_view *v, struct sfs_node *dir, const char *name,
-                          const char *settled)
+                          bool settled)
 {
 	struct sfs_hlink *l = take_class(&v->svc->spellings, dir, name), *next;
 
@@ -177,7 +177,7 @@ static void class_changed(struct sfs_view *v, struct sfs_node *dir, const char *
 		struct spelling *sp = sfs_htab_entry(l, struct spelling, link);
 		const char *spelling = sp->data + sp->foldlen;
 		next = l->next;
-		sfs_coh_spelling(v, dir, spelling, settled && !strcmp(spelling, settled));
+		sfs_coh_spelling(v, dir, spelling, settled && !strcmp(spelling, name));
 		free(sp);
 	}
 }
@@ -203,22 +203,22 @@ void sfs_names_node_freed(void *svc, struct sfs_node *dir)
 }
 
 void sfs_names_added(struct sfs_view *v, struct sfs_node *dir, const char *name,
-                     const char *settled)
+                     bool settled)
 {
 	sfs_foldcache_note_add(v->svc->folds, dir->dev, dir->ino, name, strlen(name));
 	class_changed(v, dir, name, settled);
 }
 
 void sfs_names_removed(struct sfs_view *v, struct sfs_node *dir, const char *name,
-                       const char *settled)
+                       bool settled)
 {
 	sfs_foldcache_note_remove(v->svc->folds, dir->dev, dir->ino, name, strlen(name));
 	class_changed(v, dir, name, settled);
 }
 
 void sfs_names_renamed(struct sfs_view *v, struct sfs_node *from_dir, const char *from,
-                       const char *from_settled, struct sfs_node *to_dir, const char *to,
-                       const char *to_settled)
+                       bool from_settled, struct sfs_node *to_dir, const char *to,
+                       bool to_settled)
 {
 	sfs_foldcache_note_rename(v->svc->folds, from_dir->dev, from_dir->ino, from, strlen(from),
 	                          to_dir->dev, to_dir->ino, to, strlen(to));

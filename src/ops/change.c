@@ -123,12 +123,12 @@ bool change_begin(struct req *q, struct change *c, int *rc)
 	                     ino_of(&c->obj2), rc);
 }
 
-/* The spelling whose dentry the caller's kernel settled by the change itself (made positive,
- * negative, or moved away): the asked name, when it is the backing's; else NULL (an alias,
- * which stays the notes' to invalidate). */
-static const char *settled(const char *asked, const char *actual)
+/* Whether the caller's kernel settled the backing name's dentry by the change itself (made it
+ * positive, negative, or moved it away): it asked for that name, not for an alias (which stays
+ * the notes' to invalidate). */
+static bool settled(const char *asked, const char *actual)
 {
-	return asked == actual || !strcmp(asked, actual) ? actual : NULL;
+	return asked == actual || !strcmp(asked, actual);
 }
 
 /* The fold indexes follow the backing, under the directory locks; a change a predecessor
@@ -136,7 +136,7 @@ static const char *settled(const char *asked, const char *actual)
 static void note_names(struct sfs_view *v, const struct change *c)
 {
 	struct sfs_node *dir = c->dir->node;
-	const char *own = settled(c->asked, c->name);
+	bool own = settled(c->asked, c->name);
 
 	switch (c->kind) {
 	case CHANGE_MAKE:
