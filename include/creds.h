@@ -49,6 +49,12 @@ bool sfs_creds_write_privileged(uid_t resuid, gid_t resgid, const struct stat *s
 #include <sys/stat.h>
 bool sfs_mode_allows(const struct stat *st, int mask);
 
+/* Whether fs.protected_regular refuses the calling thread's caller (after sfs_creds_enter) an
+ * O_CREAT open that finds the regular file st in the directory dir: a sticky directory,
+ * writable by others (or, at 2, by its group), that neither the caller nor the directory's
+ * owner owns the file in (the VFS's may_create_in_sticky). */
+bool sfs_creds_sticky_refuses(const struct stat *dir, const struct stat *st);
+
 /* Whether the process pid has capability cap in its effective set, in the daemon's own user
  * namespace: for what ext4 allows a capable caller only (CAP_SYS_ADMIN lists trusted.*,
  * CAP_LINUX_IMMUTABLE sets the immutable flag). */

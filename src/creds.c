@@ -264,6 +264,34 @@ bool sfs_mode_allows(const struct stat *st, int mask)
 	return (mask & ~bits & 7) == 0;
 }
 
+/* The sysctl's value, read at each call: the administrator may change it at any time, and
+ * the daemon asks only when the kernel could not check (a raced create). Unreadable: 1, the
+ * value every distribution ships. */
+static int protected_regular(void)
+{
+	FILE *f = fopen("/proc/sys/fs/protected_regular", "re");
+	int level = 1;
+
+	if (f) {
+		if (fscanf(f, "%d", &level) != 1)
+			level = 1;
+		fclose(f);
+	}
+	return level;
+}
+
+bool sfs_creds_sticky_refuses(const struct stat *dir, const struct stat *st)
+{
+	int level;
+
+	if (!(dir->st_mode & S_ISVTX) || !S_ISREG(st->st_mode) || dir->st_uid == st->st_uid ||
+	    st->st_uid == tc.uid)
+		return false;
+	if (!(dir->st_mode & (S_IWOTH | S_IWGRP)) || !(level = protected_regular()))
+		return false;
+	return (dir->st_mode & S_IWOTH) || level >= 2;
+}
+
 /* Capabilities held in another user namespace (an unprivileged `unshare -U` has them all)
  * are no privilege over the backing. */
 bool sfs_pid_has_cap(pid_t pid, int cap)

@@ -228,17 +228,21 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 /* A name that appeared between the kernel's lookup and its create: the kernel has checked no
  * permission on what is there now, so it is opened strictly as the caller (never with the
  * noacl view's retry), and only if it is a regular file: opening a FIFO would block the worker
- * for good, a device would bypass the view's nodev. Returns the descriptor or -errno. */
+ * for good, a device would bypass the view's nodev. fs.protected_regular is checked before the
+ * open: the kernel checks it only after the reply, when an O_TRUNC has emptied another's file.
+ * Returns the descriptor or -errno. */
 static int open_raced(int dirfd, const char *name, int flags)
 {
 	int pfd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC), fd;
+	struct stat st, dir;
 	char path[40];
-	struct stat st;
 
 	if (pfd < 0)
 		return -errno;
 	if ((fd = stat_fd(pfd, &st)) == 0 && !S_ISREG(st.st_mode))
 		fd = S_ISDIR(st.st_mode) ? -EISDIR : -EEXIST;
+	if (fd == 0 && (fd = stat_fd(dirfd, &dir)) == 0 && sfs_creds_sticky_refuses(&dir, &st))
+		fd = -EACCES;
 	if (fd == 0) {
 		fd_path(path, pfd);
 		fd = open(path, flags & ~O_NOFOLLOW);

@@ -604,6 +604,57 @@ test_security_create_races_another_view() {
 	done
 }
 
+# fs.protected_regular at a value for this test, the old value back in every exit path.
+_protected_regular() {
+	SEC_OLD_REGULAR=$(sysctl -n fs.protected_regular) || die "reading fs.protected_regular"
+	t_on_exit _protected_regular_restore
+	sysctl -q -w fs.protected_regular="$1" || die "setting fs.protected_regular"
+}
+
+_protected_regular_restore() {
+	[[ -n ${SEC_OLD_REGULAR:-} ]] && sysctl -q -w fs.protected_regular="$SEC_OLD_REGULAR"
+}
+
+# The VFS refuses an O_CREAT open that finds another user's file in a sticky world-writable
+# directory (fs.protected_regular): the file an attacker made first. A view's kernel checks it
+# when its lookup finds the file, but when the file appeared after the lookup (another view, or
+# here a native mount sharing the backing: share=existing, no invalidation, 0.5 s caches), the
+# open reaches the daemon as a create of a free name, and the kernel checks only after the
+# reply. Native ext4 refuses before it truncates anything, and so must the view.
+test_security_protected_regular_certain_race() {
+	ensure_users
+	new_source pr
+	local N=$T_DIR/native A=$T_DIR/a level d want
+	mkdir -p "$N"
+	mount -o acl "$LOOP" "$N" || die "native mount"
+	view acl,share=existing "$LOOP" "$A"
+	_protected_regular 2
+	mkdir "$N/world" "$N/group"
+	chmod 1777 "$N/world"
+	chgrp "$SFS_GRP" "$N/group" && chmod 1770 "$N/group" || die "the group's sticky directory"
+	for level in 0 1 2; do
+		sysctl -q -w fs.protected_regular=$level || die "setting fs.protected_regular"
+		for d in world group; do
+			want=$(_alice_file_opened_by_root "$N/$d" "$N/$d" n$level)
+			assert_eq "$want" "$(_alice_file_opened_by_root "$A/$d" "$N/$d" v$level)" \
+				"protected_regular=$level, $d-writable sticky directory: as native ($want)"
+		done
+	done
+	assert_eq "refused SECRET" "$(_alice_file_opened_by_root "$N/world" "$N/world" again)" \
+		"the case refuses natively what it should"
+}
+
+# _alice_file_opened_by_root DIR NATIVE_DIR NAME: root's kernel learns that DIR/NAME is absent,
+# alice makes it natively, root opens it O_CREAT|O_TRUNC: "opened" or "refused", then its data.
+_alice_file_opened_by_root() {
+	local how=opened
+	stat "$1/$3" >/dev/null 2>&1 && die "$1/$3 exists"
+	as_user "$SFS_ALICE" sh -c "echo SECRET > '$2/$3'" || die "alice's file"
+	"$PY" -c "import os; os.open('$1/$3', os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o644)" \
+		2>/dev/null || how=refused
+	echo "$how $(cat "$2/$3")"
+}
+
 test_security_noacl_rename_retry_checks_what_is_there_now() {
 	# A noacl view repeats a call the backing's ACLs refused with DAC capabilities, because
 	# the kernel has already allowed it by mode bits; but the kernel checked the objects it
