@@ -49,6 +49,12 @@ bool sfs_creds_write_privileged(uid_t resuid, gid_t resgid, const struct stat *s
 #include <sys/stat.h>
 bool sfs_mode_allows(const struct stat *st, int mask);
 
+/* The calling thread's umask for the creation it makes next: the caller's, which the kernel
+ * sends with CREATE, MKDIR, MKNOD and TMPFILE (under FUSE_DONT_MASK the backing applies it,
+ * unless a default ACL decides, as ext4 does). Only those set it: every other request
+ * carries 0, and setting it for them would cost a system call on each change between the two. */
+void sfs_creds_umask(mode_t mask);
+
 /* Whether fs.protected_regular refuses the calling thread's caller (after sfs_creds_enter) an
  * O_CREAT open that finds the regular file st in the directory dir: a sticky directory,
  * writable by others (or, at 2, by its group), that neither the caller nor the directory's

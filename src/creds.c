@@ -116,10 +116,6 @@ int sfs_creds_enter(fuse_req_t req)
 			return -EPERM;
 		tc.uid = ctx->uid;
 	}
-	if (ctx->umask != tc.umask) {
-		umask(ctx->umask);
-		tc.umask = ctx->umask;
-	}
 	/* Every permitted capability for root, none for anyone else: setfsuid drops only the
 	 * file-system capabilities, and the others (CAP_SYS_RESOURCE: ext4's blocks reserved for
 	 * root; CAP_SYS_ADMIN, CAP_SETFCAP, ...) would otherwise act for an ordinary user's
@@ -278,6 +274,14 @@ static int protected_regular(void)
 		fclose(f);
 	}
 	return level;
+}
+
+void sfs_creds_umask(mode_t mask)
+{
+	if (mask != tc.umask) {
+		umask(mask);
+		tc.umask = mask;
+	}
 }
 
 bool sfs_creds_sticky_refuses(const struct stat *dir, const struct stat *st)

@@ -279,6 +279,7 @@ int reserve_new(struct req *q, struct held *p, enum make_kind kind, const char *
 static int make_at(struct req *q, struct held *p, const char *name, enum make_kind kind,
                    mode_t mode, dev_t rdev, const char *target)
 {
+	sfs_creds_umask(q->r.ctx->umask);
 	switch (kind) {
 	case MAKE_DIR:
 		return BACKING(&q->r, mkdirat(p->fd, name, mode));

@@ -84,14 +84,13 @@ static void uncount_open(struct sfs_view *v, struct sfs_node *node, int fd)
 
 /* A new open file of the view for backing descriptor fd (taken over), into fi: handed to the
  * kernel's passthrough where the view has it, else served by the daemon. As the caller. */
-static int new_file(struct sfs_view *v, struct sfs_node *node, int fd, const struct stat *st,
-                    struct fuse_file_info *fi)
+static int new_file(struct sfs_view *v, struct sfs_node *node, int fd, int flags,
+                    const struct stat *st, bool made, struct fuse_file_info *fi)
 {
 	struct sfs_file *f = malloc(sizeof(*f));
-	int flags = fcntl(fd, F_GETFL);
 	bool writes = (flags & O_ACCMODE) != O_RDONLY;
 	int slot = f ? sfs_openfiles_alloc(v->svc->files, f) : -ENOMEM;
-	int backing = node && slot >= 0 ? pt_open(v, node, fd, writes) : 0;
+	int backing = node && slot >= 0 ? pt_open(v, node, fd, st, writes, made) : 0;
 
 	if (slot < 0 || backing < 0) {
 		if (slot >= 0)
@@ -205,7 +204,8 @@ static void open_now(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (rc || (rc = req_hold(&q, ino, &h)) || (writes && (rc = sfs_policy_modify(q.r.view))))
 		goto out;
 	fd = open_node(&q.r, h, open_flags_for_backing(q.r.view, fi->flags), &st);
-	rc = fd < 0 ? fd : new_file(q.r.view, h->node, fd, &st, fi);
+	rc = fd < 0 ? fd : new_file(q.r.view, h->node, fd, open_flags_for_backing(q.r.view, fi->flags),
+	                            &st, false, fi);
 	if (!rc && (fi->flags & O_TRUNC)) {
 		sfs_quota_sync(req_ledger(&q), h->node, NULL, h->fd);
 		sfs_coh_data(q.r.view, h->node, 0, 0);
@@ -279,6 +279,7 @@ static int create_or_open(struct req *q, struct change *c, mode_t mode, int flag
 {
 	int fd;
 
+	sfs_creds_umask(q->r.ctx->umask);
 	if (change_begin(q, c, &fd))
 		fd = BACKING(&q->r, openat(c->dir->fd, c->name, flags | O_CREAT | O_EXCL, mode));
 	else if (!fd) /* the predecessor made it, and the kernel never had its answer */
@@ -306,7 +307,8 @@ static int open_created(struct req *q, struct change *c, int fd, mode_t mode,
 		return -ESTALE;
 	}
 	fd = reopen_in_view(q, node, fd, fi->flags);
-	if ((rc = new_file(q->r.view, node, fd, &e->attr, fi)))
+	if ((rc = new_file(q->r.view, node, fd, open_flags_for_backing(q->r.view, fi->flags),
+	                   &e->attr, c->made, fi)))
 		return rc; /* new_file closed fd */
 	e->attr_timeout = c->made ? attr_timeout_of_made(q->r.view, node)
 	                          : attr_timeout_of(q->r.view, node);
@@ -325,6 +327,7 @@ static void create_tmpfile(struct req *q, fuse_ino_t parent, mode_t mode,
 	int rc, fd;
 
 	if (!(rc = req_hold(q, parent, &c.dir)) && !(rc = reserve_new(q, c.dir, MAKE_NODE, NULL))) {
+		sfs_creds_umask(q->r.ctx->umask);
 		fd = BACKING(&q->r, openat(c.dir->fd, ".", flags, mode));
 		rc = fd < 0 ? fd : open_created(q, &c, fd, mode, &e, fi);
 	}

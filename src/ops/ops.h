@@ -177,9 +177,11 @@ void atime_moved(struct sfs_view *v, struct sfs_node *n, int fd, atomic_llong *s
 
 /* ---- passthrough.c: kernel passthrough of open files (passthrough.h: the daemon's calls) -- */
 
-/* The backing id an open of n (a regular file open as fd, for writing or not) is handed: > 0,
- * 0 for the daemon path, or -errno to refuse the open. */
-int pt_open(struct sfs_view *v, struct sfs_node *n, int fd, bool writes);
+/* The backing id an open of n (a regular file open as fd, of attributes st, for writing or
+ * not) is handed: > 0, 0 for the daemon path, or -errno to refuse the open. made: the object
+ * is new, so the view's kernel has no attributes of it to drop. */
+int pt_open(struct sfs_view *v, struct sfs_node *n, int fd, const struct stat *st, bool writes,
+            bool made);
 /* The end of an open that pt_open gave an id. */
 void pt_release(struct sfs_view *v, struct sfs_node *n, bool writes);
 /* The attribute timeout of n in v's replies: none while a passthrough writer may change it

@@ -123,35 +123,26 @@ static bool writes_privileged(struct sfs_view *v, const struct stat *st)
 	return sfs_creds_write_privileged(v->svc->backing->resuid, v->svc->backing->resgid, st);
 }
 
-/* The attributes of the file open as fd, or NULL (the checks then assume none). */
-static const struct stat *stat_of(int fd, struct stat *st)
-{
-	return fstat(fd, st) == 0 ? st : NULL;
-}
-
 /* Whether a registration made by this open should carry the caller's own credentials: a
  * privileged writer's; a privileged reader's too when the file is the caller's and nobody
  * else may write it (a root-owned 0644 file), since then the writers to come are the caller
  * again, who can share it (writer_may_share). Anyone else's: nobody's. */
-static bool registers_as_caller(struct sfs_view *v, int fd, bool writes)
+static bool registers_as_caller(struct sfs_view *v, const struct stat *st, bool writes)
 {
-	struct stat buf;
-	const struct stat *st = stat_of(fd, &buf);
-
 	if (!writes_privileged(v, st))
 		return false;
 	if (writes)
 		return true;
-	return st && st->st_uid == sfs_creds_key().uid && !(st->st_mode & 022);
+	return st->st_uid == sfs_creds_key().uid && !(st->st_mode & 022);
 }
 
 /* A new backing file for n, open as fd, with the credentials its I/O will run with
  * (registers_as_caller), for the view's table. Off for the view after any failure. */
 static struct sfs_pt_entry *register_backing(struct sfs_view *v, const struct sfs_node *n,
-                                             int fd, bool writes)
+                                             int fd, const struct stat *st, bool writes)
 {
 	struct sfs_pt_entry *e = table_made(&v->pt) ? calloc(1, sizeof(*e)) : NULL;
-	bool as_caller = registers_as_caller(v, fd, writes);
+	bool as_caller = registers_as_caller(v, st, writes);
 	int id = e ? sfs_creds_backing_begin(as_caller) : -ENOMEM;
 
 	if (e && !id) {
@@ -197,14 +188,11 @@ static bool has_setid_bits(const struct stat *st)
  * whose writes would keep nothing nobody's clear (has_setid_bits). Anything else would let
  * one user's writes run with another's power, or root's with less: the open is refused with
  * EBUSY while the other registration is open. */
-static bool writer_may_share(struct sfs_view *v, const struct sfs_pt_entry *e, int fd)
+static bool writer_may_share(struct sfs_view *v, const struct sfs_pt_entry *e,
+                             const struct stat *st)
 {
-	struct stat buf;
-	const struct stat *st;
-
 	if (!e->nobody)
 		return same_key(e->key, sfs_creds_key());
-	st = stat_of(fd, &buf);
 	return !writes_privileged(v, st) || !has_setid_bits(st);
 }
 
@@ -217,7 +205,8 @@ static bool attrs_taken_back(const struct sfs_view *v, struct sfs_node *n)
 	return lent && lent != v->slot + 1 && atomic_compare_exchange_strong(&n->attrs_lent, &lent, 0);
 }
 
-int pt_open(struct sfs_view *v, struct sfs_node *n, int fd, bool writes)
+int pt_open(struct sfs_view *v, struct sfs_node *n, int fd, const struct stat *st, bool writes,
+            bool made)
 {
 	struct sfs_pt_entry *e;
 	bool first_writer = false, first_reader = false;
@@ -242,11 +231,11 @@ int pt_open(struct sfs_view *v, struct sfs_node *n, int fd, bool writes)
 			return 0;
 		}
 	}
-	if (e && writes && !writer_may_share(v, e, fd)) {
+	if (e && writes && !writer_may_share(v, e, st)) {
 		pthread_mutex_unlock(&v->pt.lock);
 		return -EBUSY;
 	}
-	if (!e && (e = register_backing(v, n, fd, writes)))
+	if (!e && (e = register_backing(v, n, fd, st, writes)))
 		add_entry(&v->pt, e);
 	if (!e) {
 		pthread_mutex_unlock(&v->pt.lock);
@@ -262,10 +251,12 @@ int pt_open(struct sfs_view *v, struct sfs_node *n, int fd, bool writes)
 	id = e->id;
 	pthread_mutex_unlock(&v->pt.lock);
 	/* the other views' cached pages and attributes are now this open's to change unseen, and
-	 * so are the attributes this view's kernel has from before the open (attr_timeout_of) */
+	 * so are the attributes this view's kernel has from before the open (attr_timeout_of),
+	 * unless the object is new: its kernel hears of it in this open's reply */
 	if (first_writer) {
 		sfs_coh_data(v, n, 0, 0);
-		sfs_coh_own_data(v, n, -1, 0);
+		if (!made)
+			sfs_coh_own_data(v, n, -1, 0);
 	} else if (first_reader || (writes && attrs_taken_back(v, n)))
 		sfs_coh_attr(v, n);
 	return id;

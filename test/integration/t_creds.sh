@@ -35,6 +35,12 @@ test_creds_umask_of_caller() {
 		assert_eq 600 "$(stat -c %a "$V/pub/a$n")" "$n: umask 077 file"
 		assert_eq 700 "$(stat -c %a "$V/pub/da$n")" "$n: umask 077 dir"
 		assert_eq 640 "$(stat -c %a "$V/pub/b$n")" "$n: umask 027 file"
+		# a FIFO (MKNOD), and a umask of 0 right after the others: each creation its own
+		assert_ok as_user "$SFS_ALICE" sh -c "umask 077 && mkfifo '$V/pub/fa$n' && umask 000 &&
+			touch '$V/pub/c$n' && mkdir '$V/pub/dc$n'"
+		assert_eq 600 "$(stat -c %a "$V/pub/fa$n")" "$n: umask 077 FIFO"
+		assert_eq 666 "$(stat -c %a "$V/pub/c$n")" "$n: umask 000 file"
+		assert_eq 777 "$(stat -c %a "$V/pub/dc$n")" "$n: umask 000 dir"
 	done
 }
 
