@@ -142,8 +142,9 @@ void sfs_quota_tree(struct sfs_quota *q, int slot, struct sfs_qentry *out);
 
 /* After a change to the object open as fd (any descriptor, O_PATH too): moves the difference
  * between what node was counted as and what it is now. node may be NULL for an object not in
- * the table, with *was its state before the change. */
-void sfs_quota_sync(struct sfs_quota *q, struct sfs_node *node, struct sfs_nodeq *was, int fd);
+ * the table, with *was its state before the change. Returns the object's link count as it
+ * was counted (a change that took its last name sees 0), or -1 if it could not be read. */
+long sfs_quota_sync(struct sfs_quota *q, struct sfs_node *node, struct sfs_nodeq *was, int fd);
 
 /* A new object made by a request: counted from its stat. */
 void sfs_quota_created(struct sfs_quota *q, struct sfs_node *node, const struct stat *st,

@@ -95,10 +95,11 @@ static void recount(struct sfs_quota *q, struct sfs_nodeq *nq, const struct stat
 		q->ctx.wake(q->ctx.wake_arg);
 }
 
-void sfs_quota_sync(struct sfs_quota *q, struct sfs_node *node, struct sfs_nodeq *was, int fd)
+long sfs_quota_sync(struct sfs_quota *q, struct sfs_node *node, struct sfs_nodeq *was, int fd)
 {
 	pthread_mutex_t *m = node ? stripe_of(q, node) : NULL;
 	struct stat st;
+	long nlink = -1;
 
 	/* a tree's usage came from its scan, which saw the node where it is now */
 	uint32_t mask = node ? sfs_quota_mask(q, node, fd) : was->rmask;
@@ -109,10 +110,13 @@ void sfs_quota_sync(struct sfs_quota *q, struct sfs_node *node, struct sfs_nodeq
 	 * in the order their results were seen */
 	if (node)
 		node->q.rmask = mask;
-	if (fstat(fd, &st) == 0)
+	if (fstat(fd, &st) == 0) {
 		recount(q, node ? &node->q : was, &st, node);
+		nlink = st.st_nlink;
+	}
 	if (m)
 		pthread_mutex_unlock(m);
+	return nlink;
 }
 
 void sfs_quota_created(struct sfs_quota *q, struct sfs_node *node, const struct stat *st,

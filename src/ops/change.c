@@ -66,23 +66,19 @@ static void obj_open(struct sfs_view *v, struct held *dir, const char *name, str
 	o->was.rmask = sfs_quota_mask(&v->svc->quota, dir->node, dir->fd);
 }
 
-/* The object's node if the change took its last link (the other views are then told it is
- * deleted, coherence.h), else NULL. */
-static struct sfs_node *obj_gone(const struct change_obj *o)
+/* The ledger follows the object, done or not; the descriptor goes. Returns the object's node
+ * if it has no name left (the other views are then told it is deleted, coherence.h), else
+ * NULL. */
+static struct sfs_node *obj_close(struct sfs_view *v, struct change_obj *o)
 {
-	struct stat st;
+	long nlink;
 
-	return o->fd >= 0 && o->node && fstat(o->fd, &st) == 0 && st.st_nlink == 0 ? o->node : NULL;
-}
-
-/* The ledger follows the object, done or not; the descriptor goes. */
-static void obj_close(struct sfs_view *v, struct change_obj *o)
-{
 	if (o->fd < 0)
-		return;
-	sfs_quota_sync(&v->svc->quota, o->node, &o->was, o->fd);
+		return NULL;
+	nlink = sfs_quota_sync(&v->svc->quota, o->node, &o->was, o->fd);
 	close(o->fd);
 	o->fd = -1;
+	return nlink == 0 ? o->node : NULL;
 }
 
 static enum sfs_ho_intent_op intent_op(const struct change *c)
@@ -207,19 +203,20 @@ static void tell_views(struct req *q, struct change *c, struct sfs_node *gone)
 void change_done(struct req *q, struct change *c, int rc)
 {
 	struct sfs_view *v = q->r.view;
-	struct sfs_node *gone = NULL;
+	struct sfs_node *gone, *gone2;
 
 	if (!q->replayed)
 		intent_done(q, rc);
 	if (!rc && !q->replayed)
 		note_names(v, c);
 	unlock_dirs(v, c);
-	if (!rc && c->kind == CHANGE_REMOVE)
-		gone = obj_gone(&c->obj);
-	else if (!rc && c->kind == CHANGE_RENAME && !(c->flags & RENAME_EXCHANGE))
-		gone = obj_gone(&c->obj2);
-	obj_close(v, &c->obj);
-	obj_close(v, &c->obj2);
+	gone = obj_close(v, &c->obj);
+	gone2 = obj_close(v, &c->obj2);
+	/* what the change took the last name of: a removed object, or one a rename replaced */
+	if (c->kind == CHANGE_RENAME)
+		gone = c->flags & RENAME_EXCHANGE ? NULL : gone2;
+	else if (c->kind != CHANGE_REMOVE)
+		gone = NULL;
 	c->made = !rc;
 	if (rc)
 		return;
