@@ -6,6 +6,10 @@
 # quota ledger equals a fresh scan. status shows the generation and when it took over.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+# transport-independent: test_failover_locks_held_across_kills: the held locks cross each kill in the handover state, whatever carries requests; an io_uring successor is carried by test_failover_sigkill_keeps_views, test_failover_lock_waiters_survive_a_kill and test_slow_failover_kills_under_load in both passes
+# transport-independent: test_failover_upgrade_refused_for_a_binary_that_cannot_take_over: which binary an upgrade accepts; a handover over io_uring is carried by test_failover_upgrade_keeps_views_and_files in both passes
+# transport-independent: test_failover_crash_with_an_incompatible_binary_installed: which binary the keeper runs; a crash's handover over io_uring is carried by test_failover_sigkill_keeps_views in both passes
+
 # successor_of PID: waits for the daemon that took over from PID (its keeper) to answer; its
 # pid in REPLY.
 successor_of() {

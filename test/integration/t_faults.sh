@@ -5,6 +5,10 @@
 # must pass e2fsck -fn, and each refusal is one line that says what happened.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+# transport-independent: test_faults_control_socket_deleted_device: the control socket, not the request channel
+# transport-independent: test_faults_control_socket_deleted_image: the control socket, not the request channel
+# transport-independent: test_faults_rundir_missing: /run/strictfs and the control socket, not the request channel
+
 # reaper_mount OUT ARGS...: `strictfs mount ARGS` run by a child subreaper, which adopts the
 # daemon the command starts and writes "mount RC" then "exit STATUS" (the daemon's) into OUT.
 reaper_mount() {
