@@ -82,12 +82,14 @@ static void uncount_open(struct sfs_view *v, struct sfs_node *node, int fd)
 		sfs_quota_sync(&v->svc->quota, node, NULL, fd);
 }
 
-/* A new open file of the view for backing descriptor fd (taken over), into fi: handed to the
- * kernel's passthrough where the view has it, else served by the daemon. As the caller. */
-static int new_file(struct sfs_view *v, struct sfs_node *node, int fd, int flags,
-                    const struct stat *st, bool made, struct fuse_file_info *fi)
+/* A new open file of the view for backing descriptor fd (taken over, opened with fi's flags as
+ * open_flags_for_backing gives them), into fi: handed to the kernel's passthrough where the
+ * view has it, else served by the daemon. As the caller. made: the request made the object. */
+static int new_file(struct sfs_view *v, struct sfs_node *node, int fd, const struct stat *st,
+                    bool made, struct fuse_file_info *fi)
 {
 	struct sfs_file *f = malloc(sizeof(*f));
+	int flags = open_flags_for_backing(v, fi->flags);
 	bool writes = (flags & O_ACCMODE) != O_RDONLY;
 	int slot = f ? sfs_openfiles_alloc(v->svc->files, f) : -ENOMEM;
 	int backing = node && slot >= 0 ? pt_open(v, node, fd, st, writes, made) : 0;
@@ -204,8 +206,7 @@ static void open_now(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (rc || (rc = req_hold(&q, ino, &h)) || (writes && (rc = sfs_policy_modify(q.r.view))))
 		goto out;
 	fd = open_node(&q.r, h, open_flags_for_backing(q.r.view, fi->flags), &st);
-	rc = fd < 0 ? fd : new_file(q.r.view, h->node, fd, open_flags_for_backing(q.r.view, fi->flags),
-	                            &st, false, fi);
+	rc = fd < 0 ? fd : new_file(q.r.view, h->node, fd, &st, false, fi);
 	if (!rc && (fi->flags & O_TRUNC)) {
 		sfs_quota_sync(req_ledger(&q), h->node, NULL, h->fd);
 		sfs_coh_data(q.r.view, h->node, 0, 0);
@@ -307,8 +308,7 @@ static int open_created(struct req *q, struct change *c, int fd, mode_t mode,
 		return -ESTALE;
 	}
 	fd = reopen_in_view(q, node, fd, fi->flags);
-	if ((rc = new_file(q->r.view, node, fd, open_flags_for_backing(q->r.view, fi->flags),
-	                   &e->attr, c->made, fi)))
+	if ((rc = new_file(q->r.view, node, fd, &e->attr, c->made, fi)))
 		return rc; /* new_file closed fd */
 	e->attr_timeout = c->made ? attr_timeout_of_made(q->r.view, node)
 	                          : attr_timeout_of(q->r.view, node);
