@@ -122,6 +122,11 @@ void sfs_itab_destroy(struct sfs_itab *t, struct sfs_fdcache *c);
 int sfs_itab_get(struct sfs_itab *t, struct sfs_fdcache *c, int fd, const struct stat *st,
                  uint32_t view, struct sfs_node **out);
 
+/* sfs_itab_get for an object known by its id (sfs_node_id_at) and stat, without a descriptor:
+ * the node opens one by handle when a request first needs it (fdcache.h). */
+int sfs_itab_get_id(struct sfs_itab *t, uint64_t id, const struct stat *st, uint32_t view,
+                    struct sfs_node **out);
+
 /* The node of (dev, ino) if the table has it; no reference is taken. */
 struct sfs_node *sfs_itab_find(struct sfs_itab *t, dev_t dev, ino_t ino);
 
@@ -163,10 +168,16 @@ void sfs_itab_each_open(struct sfs_itab *t, void (*fn)(void *arg, struct sfs_nod
  * the caller raises. Returns the descriptor, or -1 with errno set. */
 int sfs_node_open(const struct sfs_node *n, int mount_fd, int flags);
 
-/* The node id of the backing object open as fd (O_PATH will do): its file handle, ext4's
- * inode number and generation. Returns 0, or -errno (-EOPNOTSUPP for a handle that is not
- * ext4's). */
+/* The node id of name in dirfd (flags as name_to_handle_at's: without AT_SYMLINK_FOLLOW a
+ * symlink is not followed): its file handle, ext4's inode number and generation. Returns 0,
+ * or -errno (-EOPNOTSUPP for a handle that is not ext4's). */
+int sfs_node_id_at(int dirfd, const char *name, int flags, uint64_t *id);
+
+/* sfs_node_id_at of the object open as fd (O_PATH will do). */
 int sfs_node_id_of(int fd, uint64_t *id);
+
+/* The inode number an id holds (its low 32 bits: ext4's numbers are 32-bit). */
+uint32_t sfs_node_id_ino(uint64_t id);
 
 /* The same for the object a node id names, whether the table has it or not (its inode may
  * have been freed since: ESTALE). */

@@ -150,7 +150,7 @@ out:
 		free(found);
 }
 
-int sfs_node_id_of(int fd, uint64_t *id)
+int sfs_node_id_at(int dirfd, const char *name, int flags, uint64_t *id)
 {
 	struct {
 		struct file_handle fh;
@@ -159,7 +159,7 @@ int sfs_node_id_of(int fd, uint64_t *id)
 	int mnt_id;
 
 	h.fh.handle_bytes = sizeof(h.word);
-	if (name_to_handle_at(fd, "", &h.fh, &mnt_id, AT_EMPTY_PATH) < 0)
+	if (name_to_handle_at(dirfd, name, &h.fh, &mnt_id, flags) < 0)
 		return errno == EOVERFLOW ? -EOPNOTSUPP : -errno;
 	if (h.fh.handle_type != SFS_HANDLE_INO32_GEN || h.fh.handle_bytes != sizeof(h.word))
 		return -EOPNOTSUPP; /* not ext4's: its ids could not be found again */
@@ -167,15 +167,21 @@ int sfs_node_id_of(int fd, uint64_t *id)
 	return 0;
 }
 
-static int make_node(struct sfs_itab *t, int fd, const struct stat *st, struct sfs_node **out)
+int sfs_node_id_of(int fd, uint64_t *id)
 {
-	struct sfs_node *n;
-	uint64_t id;
-	int rc;
+	return sfs_node_id_at(fd, "", AT_EMPTY_PATH, id);
+}
 
-	if ((rc = sfs_node_id_of(fd, &id)))
-		return rc;
-	n = calloc(1, sizeof(*n));
+uint32_t sfs_node_id_ino(uint64_t id)
+{
+	return (uint32_t)id;
+}
+
+static int make_node(struct sfs_itab *t, uint64_t id, const struct stat *st,
+                     struct sfs_node **out)
+{
+	struct sfs_node *n = calloc(1, sizeof(*n));
+
 	if (!n)
 		return -ENOMEM;
 	n->id = id;
@@ -205,10 +211,13 @@ int sfs_node_id_open(uint64_t id, int mount_fd, int flags)
 	return open_by_handle_at(mount_fd, &h.fh, flags);
 }
 
-int sfs_itab_get(struct sfs_itab *t, struct sfs_fdcache *c, int fd, const struct stat *st,
-                 uint32_t view, struct sfs_node **out)
+/* The node of the object with stat st, whose id is *known (or, without it, read from fd's
+ * handle when the number alone cannot tell), open as fd (or -1 for none); fd is taken. */
+static int get_node(struct sfs_itab *t, struct sfs_fdcache *c, int fd, const uint64_t *known,
+                    const struct stat *st, uint32_t view, struct sfs_node **out)
 {
 	struct sfs_node *n, *fresh = NULL;
+	uint64_t id;
 	bool alive;
 	int rc;
 
@@ -217,15 +226,19 @@ int sfs_itab_get(struct sfs_itab *t, struct sfs_fdcache *c, int fd, const struct
 	/* A node whose descriptor is open, or that a caller holds open, holds its inode, so the
 	 * number is still that object's. Without either, the inode may have been freed and its
 	 * number reused: only the file handle (number and generation) tells. */
-	alive = n && (atomic_load(&n->opens) > 0 || t->hooks.fds->cached(c, n));
+	alive = n && (known ? n->id == *known
+	                    : atomic_load(&n->opens) > 0 || t->hooks.fds->cached(c, n));
 	pthread_mutex_unlock(&t->lock);
 again:
 	if (!alive) {
-		/* name_to_handle_at outside the lock: it is a syscall, and a race only means
-		 * one of two fresh nodes is thrown away below. */
-		rc = make_node(t, fd, st, &fresh);
+		/* the handle outside the lock: it is a syscall, and a race only means one of two
+		 * fresh nodes is thrown away below */
+		rc = known ? (id = *known, 0) : sfs_node_id_of(fd, &id);
+		if (!rc)
+			rc = make_node(t, id, st, &fresh);
 		if (rc) {
-			close(fd);
+			if (fd >= 0)
+				close(fd);
 			return rc;
 		}
 	}
@@ -249,7 +262,7 @@ again:
 		goto again;
 	}
 	rc = add_ref(t, n, view);
-	if (!rc)
+	if (!rc && fd >= 0)
 		t->hooks.fds->offer(c, n, fd);
 	pthread_mutex_unlock(&t->lock);
 	if (fresh) {
@@ -257,11 +270,24 @@ again:
 		free(fresh);
 	}
 	if (rc) {
-		close(fd);
+		if (fd >= 0)
+			close(fd);
 		return rc;
 	}
 	*out = n;
 	return 0;
+}
+
+int sfs_itab_get(struct sfs_itab *t, struct sfs_fdcache *c, int fd, const struct stat *st,
+                 uint32_t view, struct sfs_node **out)
+{
+	return get_node(t, c, fd, NULL, st, view, out);
+}
+
+int sfs_itab_get_id(struct sfs_itab *t, uint64_t id, const struct stat *st, uint32_t view,
+                    struct sfs_node **out)
+{
+	return get_node(t, NULL, -1, &id, st, view, out);
 }
 
 static void maybe_free_locked(struct sfs_itab *t, struct sfs_fdcache *c, struct sfs_node *n)

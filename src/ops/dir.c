@@ -29,23 +29,32 @@ static void fill_entry(struct sfs_view *v, struct sfs_node *n, const struct stat
 	e->entry_timeout = v->entry_timeout;
 }
 
-/* entry_from_fd for a descriptor already stat'ed; takes ownership of fd. */
-static int entry_from_stat(struct sfs_view *v, struct sfs_node *parent, int fd,
-                           const struct stat *st, struct fuse_entry_param *e)
+/* The entry of the object with stat st, open as fd (taken; -1 for none) or known by *id. */
+static int enter(struct sfs_view *v, struct sfs_node *parent, int fd, const uint64_t *id,
+                 const struct stat *st, struct fuse_entry_param *e)
 {
 	struct sfs_node *n;
 	int rc;
 
 	if (st->st_dev != v->svc->backing->fs_dev) {
-		close(fd); /* nothing is mounted inside a detached backing; refuse if it were */
+		if (fd >= 0)
+			close(fd); /* nothing is mounted inside a detached backing; refuse if it were */
 		return -EXDEV;
 	}
-	rc = sfs_itab_get(&v->svc->itab, &v->svc->fdc, fd, st, v->slot, &n);
+	rc = id ? sfs_itab_get_id(&v->svc->itab, *id, st, v->slot, &n)
+	        : sfs_itab_get(&v->svc->itab, &v->svc->fdc, fd, st, v->slot, &n);
 	if (rc)
 		return rc;
 	sfs_quota_placed(n, parent);
 	fill_entry(v, n, st, e);
 	return 0;
+}
+
+/* entry_from_fd for a descriptor already stat'ed; takes ownership of fd. */
+static int entry_from_stat(struct sfs_view *v, struct sfs_node *parent, int fd,
+                           const struct stat *st, struct fuse_entry_param *e)
+{
+	return enter(v, parent, fd, NULL, st, e);
 }
 
 int entry_from_fd(struct sfs_view *v, struct sfs_node *parent, int fd, struct fuse_entry_param *e)
@@ -60,14 +69,47 @@ int entry_from_fd(struct sfs_view *v, struct sfs_node *parent, int fd, struct fu
 	return entry_from_stat(v, parent, fd, &st, e);
 }
 
+/* The handle of name in dirfd, then its attributes; -1 with errno set on failure. Read in
+ * this order, a name replaced between the two gives the attributes of the object the name
+ * holds now beside the id of one that is gone, which the backing then refuses (ESTALE): no
+ * object is ever served with another's attributes. */
+static int id_and_stat_at(int dirfd, const char *name, uint64_t *id, struct stat *st)
+{
+	int rc = sfs_node_id_at(dirfd, name, 0, id);
+
+	if (rc) {
+		errno = -rc;
+		return -1;
+	}
+	return fstatat(dirfd, name, st, AT_SYMLINK_NOFOLLOW);
+}
+
+int entry_by_name(struct sfs_req *r, struct sfs_node *dir, int dirfd, const char *name,
+             bool dac_retry, struct fuse_entry_param *e)
+{
+	struct stat st;
+	uint64_t id;
+	int rc = dac_retry ? BACKING(r, id_and_stat_at(dirfd, name, &id, &st))
+	                   : (id_and_stat_at(dirfd, name, &id, &st) < 0 ? -errno : 0);
+
+	if (rc < 0)
+		return rc;
+	if (sfs_node_id_ino(id) == (uint32_t)st.st_ino)
+		return enter(r->view, dir, -1, &id, &st, e);
+	/* replaced between the two calls: what is there now, held open while it is read */
+	rc = dac_retry ? BACKING(r, openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC))
+	               : (openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
+	if (rc < 0)
+		return dac_retry ? rc : -errno;
+	return entry_from_fd(r->view, dir, rc, e);
+}
+
+/* A lookup opens nothing: a node's descriptor is opened by handle when a request first needs
+ * it (fdcache.h), and a stat, ls -l or find never does. */
 static int lookup_at(struct req *q, struct sfs_node *dir, int dirfd, const char *name,
                      struct fuse_entry_param *e)
 {
-	int fd = BACKING(&q->r, openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
-
-	if (fd < 0)
-		return fd;
-	return entry_from_fd(q->r.view, dir, fd, e);
+	return entry_by_name(&q->r, dir, dirfd, name, true, e);
 }
 
 /* The backing's spelling of name in p (a casefold view whose directory index is warm knows

@@ -311,6 +311,11 @@ const char *backing_spelling(struct req *q, struct held *p, const char *name, ch
 /* Enters an O_PATH descriptor of a backing object found in parent into the table, counting
  * a lookup by the view, and fills the entry. Takes ownership of fd. */
 int entry_from_fd(struct sfs_view *v, struct sfs_node *parent, int fd, struct fuse_entry_param *e);
+/* The entry of name in dirfd (never following a symlink), entered without opening it, its
+ * lookup counted by r's view, as the caller; with dac_retry, with the noacl retry BACKING
+ * gives. */
+int entry_by_name(struct sfs_req *r, struct sfs_node *dir, int dirfd, const char *name,
+             bool dac_retry, struct fuse_entry_param *e);
 /* The prologue of every call that makes or removes a name in a directory. */
 int begin_dir_change(struct req *q, fuse_req_t req, fuse_ino_t parent, const char *name,
                      bool create, struct held **p);

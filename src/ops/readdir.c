@@ -111,11 +111,7 @@ int sfs_view_adopt_dir(struct sfs_view *v, uint32_t slot, const struct sfs_ho_fi
 static int lookup_for_listing(struct sfs_req *r, struct sfs_node *dir, int dirfd,
                               const char *name, struct fuse_entry_param *e)
 {
-	int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-
-	if (fd < 0)
-		return -errno;
-	return entry_from_fd(r->view, dir, fd, e);
+	return entry_by_name(r, dir, dirfd, name, false, e);
 }
 
 /* One directory entry into the reply buffer; with plus, looked up as LOOKUP would (an entry

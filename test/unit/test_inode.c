@@ -513,6 +513,44 @@ static void test_stale(void)
 	teardown(&x);
 }
 
+/* A lookup by name (the handle, then the stat: ops/dir.c) enters the node without a
+ * descriptor: the node a lookup through a descriptor finds, its lookups counted the same,
+ * its descriptor opened by handle when a request first asks for one. A number used again
+ * with another generation is another node, as through a descriptor. */
+static void test_by_id(void)
+{
+	struct fixture x;
+	struct sfs_node *a = NULL, *b, *c = NULL;
+	struct stat st;
+	uint64_t id = 0;
+	int fd;
+
+	setup(&x, 16);
+	make(&x, "f");
+	CHECK(sfs_node_id_at(x.dirfd, "f", 0, &id) == 0 &&
+	      fstatat(x.dirfd, "f", &st, AT_SYMLINK_NOFOLLOW) == 0, "f's handle and stat, by name");
+	CHECK(sfs_node_id_ino(id) == (uint32_t)st.st_ino, "the handle holds f's inode number");
+	CHECK(sfs_itab_get_id(&x.t, id, &st, 1, &a) == 0 && a && a->id == id, "f entered by its id");
+	if (!a) {
+		teardown(&x);
+		return;
+	}
+	CHECK(!sfs_fd_cached(&x.c, a), "entered by name, f's node holds no descriptor");
+	if (can_open_handles) {
+		fd = sfs_fd_get(&x.c, a);
+		CHECK(fd >= 0 && sfs_fd_cached(&x.c, a), "its descriptor is opened by handle when asked");
+		if (fd >= 0)
+			sfs_fd_put(&x.c, a);
+	}
+	b = get(&x, "f", 2);
+	CHECK(b == a && lookups(a, 1) == 1 && lookups(a, 2) == 1,
+	      "a lookup through a descriptor finds the same node, each view counted apart");
+	st.st_ino = a->ino;
+	CHECK(sfs_itab_get_id(&x.t, id ^ (1ULL << 32), &st, 3, &c) == 0 && c && c != a &&
+	      a->stale, "another generation under the same number is a new node; the old is stale");
+	teardown(&x);
+}
+
 /* The hooks run once for each node: created as it enters the table, with the stat it was
  * made from, and freed as it leaves, by FORGET or by the table's end; a lookup of a node
  * the table has runs neither. */
@@ -756,6 +794,7 @@ int main(void)
 	test_drop_view();
 	test_pins();
 	test_stale();
+	test_by_id();
 	test_hooks();
 	test_fdcache_bounded();
 	test_gone();
