@@ -487,6 +487,10 @@ int sfs_daemon_main(int argc, char **argv)
 	}
 	/* started through /proc/self/exe, it would be "exe" to ps, top and pgrep */
 	prctl(PR_SET_NAME, "strictfs");
+	/* One malloc arena for every thread, so that give_back_forgotten_nodes can give it all
+	 * back: malloc_trim shrinks only the main arena's top, and a node freed into a worker's
+	 * own arena stayed resident there by megabytes (t_walk.sh). */
+	mallopt(M_ARENA_MAX, 1);
 	default_signals();
 	sfs_strlcpy(d->key, argv[1], sizeof(d->key));
 	sfs_strlcpy(d->source, argv[2], sizeof(d->source));
