@@ -50,13 +50,6 @@ static int enter(struct sfs_view *v, struct sfs_node *parent, int fd, const uint
 	return 0;
 }
 
-/* entry_from_fd for a descriptor already stat'ed; takes ownership of fd. */
-static int entry_from_stat(struct sfs_view *v, struct sfs_node *parent, int fd,
-                           const struct stat *st, struct fuse_entry_param *e)
-{
-	return enter(v, parent, fd, NULL, st, e);
-}
-
 int entry_from_fd(struct sfs_view *v, struct sfs_node *parent, int fd, struct fuse_entry_param *e)
 {
 	struct stat st;
@@ -66,7 +59,7 @@ int entry_from_fd(struct sfs_view *v, struct sfs_node *parent, int fd, struct fu
 		close(fd);
 		return rc;
 	}
-	return entry_from_stat(v, parent, fd, &st, e);
+	return enter(v, parent, fd, NULL, &st, e);
 }
 
 /* The handle of name in dirfd, then its attributes; -1 with errno set on failure. Read in
@@ -85,7 +78,7 @@ static int id_and_stat_at(int dirfd, const char *name, uint64_t *id, struct stat
 }
 
 int entry_by_name(struct sfs_req *r, struct sfs_node *dir, int dirfd, const char *name,
-             bool dac_retry, struct fuse_entry_param *e)
+                  bool dac_retry, struct fuse_entry_param *e)
 {
 	struct stat st;
 	uint64_t id;
@@ -178,7 +171,7 @@ static int lookup_export(struct req *q, fuse_ino_t ino, const char *name, struct
 		close(fd);
 		return rc;
 	}
-	if ((rc = entry_from_stat(v, NULL, fd, &st, e)))
+	if ((rc = enter(v, NULL, fd, NULL, &st, e)))
 		return rc;
 	if (dot && e->ino != ino) { /* another object under that number now */
 		forget_one(v, e->ino);

@@ -315,7 +315,7 @@ int entry_from_fd(struct sfs_view *v, struct sfs_node *parent, int fd, struct fu
  * lookup counted by r's view, as the caller; with dac_retry, with the noacl retry BACKING
  * gives. */
 int entry_by_name(struct sfs_req *r, struct sfs_node *dir, int dirfd, const char *name,
-             bool dac_retry, struct fuse_entry_param *e);
+                  bool dac_retry, struct fuse_entry_param *e);
 /* The prologue of every call that makes or removes a name in a directory. */
 int begin_dir_change(struct req *q, fuse_req_t req, fuse_ino_t parent, const char *name,
                      bool create, struct held **p);
