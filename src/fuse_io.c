@@ -292,12 +292,19 @@ void sfs_fuse_io_backing_close(struct sfs_fuse_io *io, int id)
 
 int sfs_fuse_io_replay_init(struct sfs_fuse_io *io, const void *init, size_t len)
 {
-	const struct fuse_in_header *in = init;
+	struct fuse_in_header in;
+	struct fuse_init_in i = {0};
 	struct fuse_buf buf = {.size = len};
+	uint64_t offered;
 	char *mem;
 
-	if (len < sizeof(*in) + offsetof(struct fuse_init_in, flags) + 4 || len > sizeof(io->init_req) ||
-	    in->opcode != FUSE_INIT || in->len != len)
+	/* the record is a handover state's bytes, aligned for nothing: read by copies */
+	if (len < sizeof(in) + offsetof(struct fuse_init_in, flags) + 4 || len > sizeof(io->init_req))
+		return -EINVAL;
+	memcpy(&in, init, sizeof(in));
+	memcpy(&i, (const char *)init + sizeof(in),
+	       len - sizeof(in) < sizeof(i) ? len - sizeof(in) : sizeof(i));
+	if (in.opcode != FUSE_INIT || in.len != len)
 		return -EINVAL;
 	/* libfuse may keep pointers into the buffer while it processes it, never after */
 	if (!(mem = malloc(len)))
@@ -306,14 +313,11 @@ int sfs_fuse_io_replay_init(struct sfs_fuse_io *io, const void *init, size_t len
 	buf.mem = mem;
 	memcpy(io->init_req, init, len);
 	io->init_len = len;
-	{
-		const struct fuse_init_in *i = (const void *)(in + 1);
-		uint64_t offered = i->flags;
-		if ((i->flags & FUSE_INIT_EXT) && len >= sizeof(*in) + offsetof(struct fuse_init_in, flags2) + 4)
-			offered |= (uint64_t)i->flags2 << 32;
-		atomic_store(&io->offered, offered);
-	}
-	atomic_store(&io->init_unique, in->unique);
+	offered = i.flags;
+	if ((i.flags & FUSE_INIT_EXT) && len >= sizeof(in) + offsetof(struct fuse_init_in, flags2) + 4)
+		offered |= (uint64_t)i.flags2 << 32;
+	atomic_store(&io->offered, offered);
+	atomic_store(&io->init_unique, in.unique);
 	io->replaying = true;
 	fuse_session_process_buf(io->se, &buf);
 	io->replaying = false;

@@ -881,6 +881,22 @@ source_key() {
 	fi
 }
 
+# successor_of PID KEY: waits for the daemon that took over from PID (its keeper) to answer; its
+# pid in REPLY.
+successor_of() {
+	local k=$1 key=$2 i p
+	for ((i = 0; i < 200; i++)); do
+		p=$(daemon_procs "$key" | head -n1)
+		if [[ -n $p && $p != "$k" ]] && "$STRICTFS" status --json >/dev/null 2>&1; then
+			REPLY=$p
+			remember_pid "$p"
+			return 0
+		fi
+		sleep 0.05
+	done
+	return 1
+}
+
 daemon_procs() { # KEY: pids of strictfs daemons serving KEY
 	local p
 	for p in $(_strictfs_procs); do
