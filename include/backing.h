@@ -72,5 +72,8 @@ void sfs_backing_read_reserved(struct sfs_backing *b);
 
 /* Total blocks of the ext4 superblock in filesystem-block units (for minixdf), or 0. */
 unsigned long long sfs_backing_total_blocks(const struct sfs_backing *b);
+/* The blocks ext4 reserves for resuid, resgid and CAP_SYS_RESOURCE, read now (tune2fs -r
+ * changes them live); 0 if unreadable. */
+unsigned long long sfs_backing_reserved_blocks(const struct sfs_backing *b);
 
 #endif

@@ -13,8 +13,26 @@
  * privilege bracket of priv.h (sfs_priv_begin, _end). */
 #include "priv.h"
 
-/* Switches the calling thread to the request's caller. Returns 0 or -errno. */
-int sfs_creds_enter(fuse_req_t req);
+#include "idmap.h"
+
+/* Switches the calling thread to the request's caller: the header's ids, or, through a view
+ * idmapped with map (NULL or inactive: none), the ids map gives the calling thread's own
+ * (mapped_caller in creds.c). Returns 0 or -errno. */
+int sfs_creds_enter(fuse_req_t req, const struct sfs_idmap *map);
+
+/* The fsuid and fsgid the calling thread acts as (after sfs_creds_enter): the caller's on
+ * disk, which the header lacks on an idmapped view. */
+uid_t sfs_creds_uid(void);
+
+/* A namespace's root acting through an idmapped view holds its file capabilities for every
+ * object, where the kernel grants them only over objects whose owner and group the map
+ * covers: before the daemon acts on objects the kernel did not check (the entries of a
+ * READDIRPLUS, under st's directory), _scope drops them when st's ids are outside the map
+ * and says so; _unscope gives them back. */
+#include <sys/stat.h>
+bool sfs_creds_caps_scope(const struct stat *st);
+void sfs_creds_caps_unscope(void);
+gid_t sfs_creds_gid(void);
 
 
 /* Around the registration of a backing file for kernel passthrough (fuse_io.h): the kernel

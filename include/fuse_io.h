@@ -44,6 +44,7 @@ struct sfs_fuse_io {
 	_Atomic uint64_t init_unique;  /* the INIT request's id, 0 until it has been read */
 	_Atomic uint64_t offered;      /* the INIT flags the kernel offered (flags2 above bit 32) */
 	bool want_passthrough;         /* set before the session starts */
+	bool want_idmap;               /* FUSE_ALLOW_IDMAP: set before the session starts */
 	atomic_bool passthrough;       /* negotiated: backing files may be handed over */
 	/* The kernel's INIT request as read, kept for a successor, which replays it to its own
 	 * session (sfs_fuse_io_replay_init). on_init is told before the reply goes out. */

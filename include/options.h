@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <sys/mount.h>
 
+#include "idmap.h"
+
 enum sfs_df { SFS_DF_BSD, SFS_DF_MINIX };
 enum sfs_share { SFS_SHARE_EXCLUSIVE, SFS_SHARE_EXISTING };
 enum sfs_cache { SFS_CACHE_STRICT, SFS_CACHE_WRITEBACK };
@@ -46,6 +48,9 @@ struct sfs_opts {
 	uint64_t size_limit;            /* size=: bytes of the view's tree, 0 for none */
 	uint64_t inode_limit;           /* inodes=: inodes of the view's tree, 0 for none */
 	char subdir[PATH_MAX];          /* normalised, "/" or "/a/b" */
+	struct sfs_idmap idmap;         /* idmap=, X-mount.idmap=: none unless active */
+	char idmap_text[SFS_IDMAP_TEXT_MAX]; /* its canonical spelling, "" for none */
+	char idmap_name[24];            /* "idmap=" or "X-mount.idmap=", as given, for messages */
 	unsigned long mount_flags;      /* MS_* for the view's mount(2) */
 	char flag_names[256];           /* the per-mount flags asked for, comma list */
 	int n_sb;

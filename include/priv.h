@@ -34,6 +34,13 @@ void sfs_priv_end(void);
  * of requests by one caller costs no syscall. Returns 0 or -errno. */
 int sfs_priv_effective(bool all);
 
+/* Makes effective exactly the permitted capabilities in mask (bits 1 << CAP_*). */
+int sfs_priv_effective_mask(unsigned long long mask);
+
+/* After a setfsuid: the kernel took the file-system capabilities from the effective set (to
+ * an fsuid other than 0) or gave them (to 0), so what the thread remembers is stale. */
+void sfs_priv_fsuid_changed(void);
+
 /* The calling thread's capability sets, read and written whole; and one capability added
  * to the effective set of d. Return 0, or -1 with errno set. */
 int sfs_priv_caps_get(struct __user_cap_data_struct d[2]);

@@ -33,6 +33,11 @@ void sfs_err_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Copies src into dst, truncating; returns false if it did not fit. */
 bool sfs_strlcpy(char *dst, const char *src, size_t len);
 
+/* The start of a small file (a /proc one) into buf, NUL-terminated: at most len - 1 bytes in
+ * one read. Returns the bytes read, or -1 with errno set. */
+#include <sys/types.h>
+ssize_t sfs_read_text(const char *path, char *buf, size_t len);
+
 /* Appends ",item" (or "item" when dst is empty); false if it did not fit. */
 bool sfs_list_append(char *dst, size_t len, const char *item);
 

@@ -639,7 +639,8 @@ void sfs_backing_read_reserved(struct sfs_backing *b)
 		b->resgid = (gid_t)v;
 }
 
-unsigned long long sfs_backing_total_blocks(const struct sfs_backing *b)
+/* A block count of the superblock: its low 32 bits at lo, its high ones at hi (64bit). */
+static unsigned long long sb_blocks(const struct sfs_backing *b, size_t lo_at, size_t hi_at)
 {
 	unsigned char sb[1024];
 	unsigned long long lo, hi = 0;
@@ -648,8 +649,20 @@ unsigned long long sfs_backing_total_blocks(const struct sfs_backing *b)
 		return 0;
 	if (sb[0x38] != 0x53 || sb[0x39] != 0xef)
 		return 0; /* not an ext2/3/4 superblock */
-	lo = sb[4] | sb[5] << 8 | sb[6] << 16 | (unsigned long long)sb[7] << 24;
+	lo = sb[lo_at] | sb[lo_at + 1] << 8 | sb[lo_at + 2] << 16 |
+	     (unsigned long long)sb[lo_at + 3] << 24;
 	if (sb[0x60] & 0x80) /* INCOMPAT_64BIT */
-		hi = sb[0x150] | sb[0x151] << 8 | sb[0x152] << 16 | (unsigned long long)sb[0x153] << 24;
+		hi = sb[hi_at] | sb[hi_at + 1] << 8 | sb[hi_at + 2] << 16 |
+		     (unsigned long long)sb[hi_at + 3] << 24;
 	return hi << 32 | lo;
+}
+
+unsigned long long sfs_backing_total_blocks(const struct sfs_backing *b)
+{
+	return sb_blocks(b, 0x04, 0x150); /* s_blocks_count */
+}
+
+unsigned long long sfs_backing_reserved_blocks(const struct sfs_backing *b)
+{
+	return sb_blocks(b, 0x08, 0x154); /* s_r_blocks_count */
 }

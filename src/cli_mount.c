@@ -90,14 +90,15 @@ fail:
 	return -1;
 }
 
-/* The FUSE mount of a view, attached here in the caller's namespace (contract §6), or in ns:
- * /dev/fuse is opened and the mount made before entering it, since a container may have no
- * /dev/fuse. Its unique mount id in *id, which the daemon unmounts it by (mountid.h): read
- * from the mount itself before it is attached, so nothing put at mp meanwhile can stand in. */
-static int mount_view(const char *source, const char *mp, const struct sfs_opts *o, int *fuse_fd,
-                      uint64_t *id, struct sfs_mntns *ns, char *err, size_t errlen)
+/* The FUSE mount of a view, made detached: /dev/fuse is opened and the mount made before a
+ * container's namespace is entered, since a container may have no /dev/fuse. Its unique
+ * mount id in *id, which the daemon unmounts it by (mountid.h): read from the mount itself
+ * before it is attached, so nothing put at mp meanwhile can stand in. Returns the mount's
+ * descriptor, or -1. */
+static int make_view(const char *source, const char *mp, const struct sfs_opts *o, int *fuse_fd,
+                     uint64_t *id, char *err, size_t errlen)
 {
-	int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC), mnt, r, e;
+	int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC), mnt, r;
 
 	if (fd < 0) {
 		sfs_errf(err, errlen, "/dev/fuse", "%s", strerror(errno));
@@ -113,9 +114,18 @@ static int mount_view(const char *source, const char *mp, const struct sfs_opts 
 		close(fd);
 		return -1;
 	}
+	*fuse_fd = fd;
+	return mnt;
+}
+
+/* The view's mount attached at mp, in the caller's namespace (contract §6) or in ns. Closes
+ * mnt: a mount never attached ends with it, and with it its FUSE connection. */
+static int attach_view(int mnt, const char *mp, struct sfs_mntns *ns, char *err, size_t errlen)
+{
+	int r, e;
+
 	if (sfs_mntns_enter(ns, err, errlen)) {
 		close(mnt);
-		close(fd);
 		return -1;
 	}
 	r = move_mount(mnt, "", AT_FDCWD, mp, MOVE_MOUNT_F_EMPTY_PATH);
@@ -124,16 +134,40 @@ static int mount_view(const char *source, const char *mp, const struct sfs_opts 
 	if (sfs_mntns_leave(ns, err, errlen)) {
 		if (!r && !sfs_mntns_enter(ns, NULL, 0))
 			umount2(mp, MNT_DETACH);
-		close(fd);
 		return -1;
 	}
 	if (r < 0) {
 		sfs_errf(err, errlen, mp, "%s", strerror(e));
-		close(fd);
 		return -1;
 	}
-	*fuse_fd = fd;
 	return 0;
+}
+
+/* idmap=: the detached view idmapped through a user namespace with the map, before it
+ * is attached, so that no path ever reaches it but through the map (doc/design.md). The
+ * kernel allows it only once the daemon's INIT reply has allowed it: a statfs waits for
+ * that reply. */
+static int idmap_view(int mnt, const struct sfs_opts *o, char *err, size_t errlen)
+{
+	struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP};
+	struct statfs sf;
+	int userns, r = 0;
+
+	if (fstatfs(mnt, &sf) < 0) {
+		sfs_errf(err, errlen, o->idmap_name, "the view did not start: %s", strerror(errno));
+		return -1;
+	}
+	if ((userns = sfs_idmap_userns(&o->idmap, o->idmap_name, err, errlen)) < 0)
+		return -1;
+	attr.userns_fd = userns;
+	if (mount_setattr(mnt, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
+		sfs_errf(err, errlen, o->idmap_name, "the kernel refuses to idmap the view: %s%s",
+		         strerror(errno),
+		         errno == EINVAL ? " (FUSE_ALLOW_IDMAP needs Linux 6.12 or later)" : "");
+		r = -1;
+	}
+	close(userns);
+	return r;
 }
 
 /* ns_target: the namespace the view was mounted in, or -1 for this process's own. */
@@ -246,7 +280,7 @@ static int mount_in(const char *source, const char *mountpoint, const char *opti
 	uint64_t mnt_id = 0;
 	pid_t started = 0;
 	bool is_file, none = false;
-	int lock = -1, fuse_fd = -1, conn;
+	int lock = -1, fuse_fd = -1, conn, mnt;
 
 	if (sfs_opts_parse(options, &o, err, sizeof(err)))
 		goto fail;
@@ -280,10 +314,23 @@ static int mount_in(const char *source, const char *mountpoint, const char *opti
 		none = conn == -ESRCH; /* the daemon started for it refused */
 		goto fail;
 	}
-	if (mount_view(source, mp, &o, &fuse_fd, &mnt_id, ns, err, sizeof(err)))
+	if ((mnt = make_view(source, mp, &o, &fuse_fd, &mnt_id, err, sizeof(err))) < 0)
 		goto fail;
-	if (add_view(key, source, mp, options, fuse_fd, mnt_id, ns->target, err, sizeof(err)))
+	if (sfs_idmap_active(&o.idmap)) {
+		/* the daemon serves it first: the kernel idmaps only a view whose INIT allowed it */
+		if (add_view(key, source, mp, options, fuse_fd, mnt_id, ns->target, err, sizeof(err)) ||
+		    idmap_view(mnt, &o, err, sizeof(err))) {
+			close(mnt); /* never attached: the daemon sees its view end */
+			goto fail;
+		}
+		if (attach_view(mnt, mp, ns, err, sizeof(err)))
+			goto fail;
+	} else if (attach_view(mnt, mp, ns, err, sizeof(err))) {
+		goto fail;
+	} else if (add_view(key, source, mp, options, fuse_fd, mnt_id, ns->target, err,
+	                    sizeof(err))) {
 		goto fail_unmount;
+	}
 	close(fuse_fd);
 	close(lock);
 	if (verbose)

@@ -3,11 +3,13 @@
 #include "creds.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <grp.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <linux/capability.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,6 +24,11 @@ struct thread_creds {
 	bool ready;
 	uid_t uid;
 	gid_t gid;
+	bool privileged; /* every permitted capability effective: the caller is root */
+	/* or, through an idmapped view, the file capabilities a namespace's root holds over
+	 * every id of the map (mapped_caller), and that map */
+	unsigned long long caps;
+	const struct sfs_idmap *map;
 	mode_t umask;
 	/* supplementary groups: valid for (pid, uid, gid) until groups_expiry */
 	pid_t groups_pid;
@@ -33,6 +40,19 @@ struct thread_creds {
 };
 
 static __thread struct thread_creds tc;
+
+/* An id no file and no user has: (uid_t)-2, the one below the "no change" value. */
+#define NOBODY_ID ((uid_t)-2)
+
+/* Whom a request acts for on the backing. ngroups -1: the groups are read only if needed. */
+struct caller {
+	uid_t uid;
+	gid_t gid;
+	bool privileged;
+	unsigned long long caps;
+	int ngroups;
+	gid_t groups[MAX_GROUPS];
+};
 
 static long long now_ns(void)
 {
@@ -63,10 +83,21 @@ static bool groups_fresh(const struct fuse_ctx *ctx)
 	       tc.groups_gid == ctx->gid && now_ns() < tc.groups_expiry;
 }
 
+static int put_groups(const gid_t *list, int n)
+{
+	if (n != tc.ngroups || memcmp(list, tc.groups, n * sizeof(gid_t))) {
+		if (syscall(SYS_setgroups, n, list) < 0)
+			return -errno;
+		memcpy(tc.groups, list, n * sizeof(gid_t));
+		tc.ngroups = n;
+	}
+	return 0;
+}
+
 static int set_groups(fuse_req_t req, const struct fuse_ctx *ctx)
 {
 	gid_t list[MAX_GROUPS];
-	int n;
+	int n, rc;
 
 	if (groups_fresh(ctx))
 		return 0;
@@ -75,12 +106,8 @@ static int set_groups(fuse_req_t req, const struct fuse_ctx *ctx)
 		n = 0; /* the caller is gone or unreadable: act with no supplementary groups */
 	if (n > MAX_GROUPS)
 		n = MAX_GROUPS;
-	if (n != tc.ngroups || memcmp(list, tc.groups, n * sizeof(gid_t))) {
-		if (syscall(SYS_setgroups, n, list) < 0)
-			return -errno;
-		memcpy(tc.groups, list, n * sizeof(gid_t));
-		tc.ngroups = n;
-	}
+	if ((rc = put_groups(list, n)))
+		return rc;
 	tc.groups_pid = ctx->pid;
 	tc.groups_uid = ctx->uid;
 	tc.groups_gid = ctx->gid;
@@ -88,43 +115,210 @@ static int set_groups(fuse_req_t req, const struct fuse_ctx *ctx)
 	return 0;
 }
 
-int sfs_creds_enter(fuse_req_t req)
+/* The fields of /proc/TID/status a request through an idmapped view acts by, in the daemon's
+ * user namespace (the host's ids): fsuid, fsgid, supplementary groups. The header's pid is
+ * the calling thread's, which cannot end or change its ids while the kernel waits for this
+ * answer (doc/kernel.md §3). */
+struct host_ids {
+	uid_t fsuid;
+	gid_t fsgid;
+	unsigned long long cap_eff;
+	int ngroups;
+	gid_t groups[MAX_GROUPS];
+};
+
+static bool read_host_ids(pid_t tid, struct host_ids *h)
+{
+	char path[40], buf[4096], *line;
+	unsigned long a, b, c, d;
+	bool uid = false, gid = false;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	if (tid <= 0 || sfs_read_text(path, buf, sizeof(buf)) <= 0)
+		return false;
+	h->ngroups = 0;
+	for (line = buf; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		if (sscanf(line, "Uid: %lu %lu %lu %lu", &a, &b, &c, &d) == 4)
+			h->fsuid = d, uid = true;
+		else if (sscanf(line, "Gid: %lu %lu %lu %lu", &a, &b, &c, &d) == 4)
+			h->fsgid = d, gid = true;
+		else if (sscanf(line, "CapEff: %llx", &h->cap_eff) == 1)
+			continue;
+		else if (!strncmp(line, "Groups:", 7))
+			for (char *p = line + 7, *end; h->ngroups < MAX_GROUPS; p = end) {
+				unsigned long g = strtoul(p, &end, 10);
+				if (end == p)
+					break;
+				h->groups[h->ngroups++] = g;
+			}
+	}
+	return uid && gid;
+}
+
+/* The capabilities over files a user namespace's root has over the ids of an idmapped
+ * mount (capable_wrt_inode_uidgid): to read, search and write past the mode bits, to act
+ * as an owner, to give files away. Not CAP_FSETID, which a write asks for in the host's
+ * namespace (setattr_should_drop_suidgid), nor any capability that is not about files. */
+#define NS_FILE_CAPS                                                                      \
+	(1ull << CAP_DAC_OVERRIDE | 1ull << CAP_DAC_READ_SEARCH | 1ull << CAP_FOWNER |      \
+	 1ull << CAP_CHOWN)
+
+/* Whether the user namespace of thread tid maps every host id in list (its /proc map, read
+ * from the daemon's namespace, gives host ids in the second column). */
+static bool userns_covers(pid_t tid, const char *file, const struct sfs_idmap_extent *list, int n)
+{
+	char path[48], buf[1024], *line;
+	unsigned long inner, outer, count;
+	bool covered[SFS_IDMAP_EXTENTS] = {false};
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)tid, file);
+	if (sfs_read_text(path, buf, sizeof(buf)) <= 0)
+		return false;
+	for (line = buf; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+		if (sscanf(line, "%lu %lu %lu", &inner, &outer, &count) == 3)
+			for (int i = 0; i < n; i++)
+				covered[i] |= list[i].host >= outer &&
+				              list[i].host + (uint64_t)list[i].count <= outer + (uint64_t)count;
+	for (int i = 0; i < n; i++)
+		if (!covered[i])
+			return false;
+	return true;
+}
+
+/* A header id on an idmapped view: none (-1), the mapped id (a creation), or the caller's own
+ * (a request the kernel filled in before the INIT reply's flag took effect: the first STATFS
+ * of a new view comes so, doc/kernel.md §3). Anything else is another mapping's. */
+static bool header_agrees(uint32_t header, uint32_t mapped, uint32_t host)
+{
+	return header == (uint32_t)-1 || header == mapped || header == host;
+}
+
+/* A request through an idmapped view: the kernel sends the ids of the new object with a
+ * creation and none with anything else (doc/kernel.md §3). The caller acts as the ids the
+ * view's map gives its host ids, groups the map leaves out dropped, with capabilities only
+ * when it is the host's root; one the map leaves out acts as an id nothing has. A creation
+ * whose ids are not the map's came through a mount the view's map is not (open_tree_attr
+ * by the host's root): refused, as the daemon could not tell whom it acts for. */
+static int mapped_caller(const struct fuse_ctx *ctx, const struct sfs_idmap *map, struct caller *c)
+{
+	struct host_ids h = {.fsuid = NOBODY_ID, .fsgid = NOBODY_ID};
+	uint32_t id;
+
+	c->ngroups = 0;
+	if (!read_host_ids(ctx->pid, &h)) {
+		c->uid = ctx->uid != (uid_t)-1 ? ctx->uid : NOBODY_ID;
+		c->gid = ctx->gid != (gid_t)-1 ? ctx->gid : NOBODY_ID;
+		c->privileged = false;
+		c->caps = 0;
+		return 0;
+	}
+	c->privileged = h.fsuid == 0;
+	c->caps = 0;
+	if (!c->privileged && (h.cap_eff & NS_FILE_CAPS) &&
+	    userns_covers(ctx->pid, "uid_map", map->uid, map->nuid) &&
+	    userns_covers(ctx->pid, "gid_map", map->gid, map->ngid))
+		c->caps = h.cap_eff & NS_FILE_CAPS;
+	c->uid = (id = sfs_idmap_uid_to_disk(map, h.fsuid)) != SFS_IDMAP_NONE ? id : NOBODY_ID;
+	c->gid = (id = sfs_idmap_gid_to_disk(map, h.fsgid)) != SFS_IDMAP_NONE ? id : NOBODY_ID;
+	for (int i = 0; i < h.ngroups; i++)
+		if ((id = sfs_idmap_gid_to_disk(map, h.groups[i])) != SFS_IDMAP_NONE)
+			c->groups[c->ngroups++] = id;
+	if (!header_agrees(ctx->uid, c->uid, h.fsuid) || !header_agrees(ctx->gid, c->gid, h.fsgid))
+		return -EPERM;
+	return 0;
+}
+
+static int become(fuse_req_t req, const struct fuse_ctx *ctx, const struct caller *c)
+{
+	int rc;
+
+	/* setgroups, and setfs[ug]id to other than the real ids, take CAP_SETGID and CAP_SETUID:
+	 * the thread has them while it switches, and keeps them only for root */
+	bool new_groups = c->ngroups >= 0 && (c->ngroups != tc.ngroups ||
+	                                      memcmp(c->groups, tc.groups, c->ngroups * sizeof(gid_t)));
+
+	if ((c->gid != tc.gid || c->uid != tc.uid || new_groups ||
+	     (c->ngroups < 0 && !c->privileged && !groups_fresh(ctx))) &&
+	    (rc = sfs_priv_effective(true)))
+		return rc;
+	if (c->ngroups >= 0) {
+		if ((rc = put_groups(c->groups, c->ngroups)))
+			return rc;
+		tc.groups_expiry = 0; /* not the groups of the header's ids */
+	} else if (!c->privileged && (rc = set_groups(req, ctx))) {
+		/* Groups matter only where the backing decides by them; root passes those checks
+		 * by capability, so its requests skip the /proc read. */
+		return rc;
+	}
+	if (c->gid != tc.gid) {
+		syscall(SYS_setfsgid, c->gid);
+		if ((gid_t)syscall(SYS_setfsgid, -1) != c->gid)
+			return -EPERM;
+		tc.gid = c->gid;
+	}
+	if (c->uid != tc.uid) {
+		syscall(SYS_setfsuid, c->uid);
+		if (c->uid != 0)
+			sfs_priv_fsuid_changed(); /* the host's root acting as a mapped id keeps them */
+		if ((uid_t)syscall(SYS_setfsuid, -1) != c->uid)
+			return -EPERM;
+		tc.uid = c->uid;
+	}
+	tc.privileged = c->privileged;
+	tc.caps = c->caps;
+	/* Every permitted capability for root, none for anyone else: setfsuid drops only the
+	 * file-system capabilities, and the others (CAP_SYS_RESOURCE: ext4's blocks reserved for
+	 * root; CAP_SYS_ADMIN, CAP_SETFCAP, ...) would otherwise act for an ordinary user's
+	 * request (contract §4.1). A namespace's root through an idmapped view: its file
+	 * capabilities, which the kernel has already weighed for what the request names. */
+	return c->caps ? sfs_priv_effective_mask(c->caps) : sfs_priv_effective(c->privileged);
+}
+
+int sfs_creds_enter(fuse_req_t req, const struct sfs_idmap *map)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct caller c;
 	int rc;
 
 	if (!tc.ready && (rc = thread_init()))
 		return rc;
-	/* setgroups, and setfs[ug]id to other than the real ids, take CAP_SETGID and CAP_SETUID:
-	 * the thread has them while it switches, and keeps them only for root */
-	if ((ctx->gid != tc.gid || ctx->uid != tc.uid || (ctx->uid != 0 && !groups_fresh(ctx))) &&
-	    (rc = sfs_priv_effective(true)))
-		return rc;
-	/* Groups matter only where the backing decides by them; root passes those checks by
-	 * capability, so its requests skip the /proc read. */
-	if (ctx->uid != 0 && (rc = set_groups(req, ctx)))
-		return rc;
-	if (ctx->gid != tc.gid) {
-		syscall(SYS_setfsgid, ctx->gid);
-		if ((gid_t)syscall(SYS_setfsgid, -1) != ctx->gid)
-			return -EPERM;
-		tc.gid = ctx->gid;
+	tc.map = map && sfs_idmap_active(map) ? map : NULL;
+	if (tc.map) {
+		if ((rc = mapped_caller(ctx, map, &c)))
+			return rc;
+	} else {
+		c.uid = ctx->uid; /* field by field: the groups array is not read */
+		c.gid = ctx->gid;
+		c.privileged = ctx->uid == 0;
+		c.caps = 0;
+		c.ngroups = -1;
 	}
-	if (ctx->uid != tc.uid) {
-		syscall(SYS_setfsuid, ctx->uid);
-		if ((uid_t)syscall(SYS_setfsuid, -1) != ctx->uid)
-			return -EPERM;
-		tc.uid = ctx->uid;
-	}
-	/* Every permitted capability for root, none for anyone else: setfsuid drops only the
-	 * file-system capabilities, and the others (CAP_SYS_RESOURCE: ext4's blocks reserved for
-	 * root; CAP_SYS_ADMIN, CAP_SETFCAP, ...) would otherwise act for an ordinary user's
-	 * request (contract §4.1). */
-	return sfs_priv_effective(ctx->uid == 0);
+	return become(req, ctx, &c);
 }
 
-/* An id no file and no user has: (uid_t)-2, the one below the "no change" value. */
-#define NOBODY_ID ((uid_t)-2)
+bool sfs_creds_caps_scope(const struct stat *st)
+{
+	if (!tc.caps || (sfs_idmap_uid_to_host(tc.map, st->st_uid) != SFS_IDMAP_NONE &&
+	                 sfs_idmap_gid_to_host(tc.map, st->st_gid) != SFS_IDMAP_NONE))
+		return false;
+	sfs_priv_effective(false);
+	return true;
+}
+
+void sfs_creds_caps_unscope(void)
+{
+	sfs_priv_effective_mask(tc.caps);
+}
+
+uid_t sfs_creds_uid(void)
+{
+	return tc.uid;
+}
+
+gid_t sfs_creds_gid(void)
+{
+	return tc.gid;
+}
 
 static __thread struct {
 	bool active, ids_changed, caps_changed;
@@ -171,7 +365,7 @@ int sfs_creds_backing_begin(bool as_caller)
 		return rc;
 	reg.active = true;
 	reg.ids_changed = reg.caps_changed = false;
-	if (as_caller && tc.uid == 0)
+	if (as_caller && tc.privileged)
 		return 0; /* root: every capability is the caller's own */
 	if (sfs_priv_caps_get(reg.caps) < 0) {
 		rc = -errno;
@@ -219,7 +413,7 @@ struct sfs_cred_key sfs_creds_key(void)
 {
 	struct sfs_cred_key k = {tc.uid, tc.gid, 1469598103934665603ull};
 
-	for (int i = 0; tc.uid != 0 && i < tc.ngroups; i++)
+	for (int i = 0; !tc.privileged && i < tc.ngroups; i++)
 		k.groups = (k.groups ^ tc.groups[i]) * 1099511628211ull;
 	return k;
 }
@@ -241,7 +435,7 @@ bool sfs_creds_write_privileged(uid_t resuid, gid_t resgid, const struct stat *s
 	bool keeps_sgid = st && (st->st_mode & (S_ISGID | S_IXGRP)) == S_ISGID &&
 	                  caller_in_group(st->st_gid);
 
-	return tc.uid == 0 || tc.uid == resuid || (resgid != 0 && caller_in_group(resgid)) ||
+	return tc.privileged || tc.uid == resuid || (resgid != 0 && caller_in_group(resgid)) ||
 	       keeps_sgid;
 }
 
@@ -249,7 +443,7 @@ bool sfs_mode_allows(const struct stat *st, int mask)
 {
 	mode_t bits;
 
-	if (tc.uid == 0)
+	if (tc.privileged)
 		return true;
 	if (st->st_uid == tc.uid)
 		bits = st->st_mode >> 6;

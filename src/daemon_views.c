@@ -98,6 +98,34 @@ static int backing_allows(struct sfs_daemon *d, const struct sfs_opts *o, char *
 	return 0;
 }
 
+/* An idmapped view acts on the backing as the ids its map gives the caller, but ext4 lends its
+ * reserved blocks by the writer's own fsuid (and groups): where the map gives resuid or resgid
+ * another host id, a caller would get the reserve that a native idmapped mount refuses it,
+ * or be refused it where that mount lends it. Refused by name while ext4 reserves blocks. */
+static int idmap_allows(const struct sfs_backing *b, const struct sfs_opts *o, char *err,
+                        size_t errlen)
+{
+	const struct sfs_idmap *m = &o->idmap;
+	uint32_t u[2] = {sfs_idmap_uid_to_host(m, b->resuid), sfs_idmap_uid_to_disk(m, b->resuid)};
+	uint32_t g[2] = {sfs_idmap_gid_to_host(m, b->resgid), sfs_idmap_gid_to_disk(m, b->resgid)};
+	bool moves_uid = false, moves_gid = false;
+
+	if (!sfs_idmap_active(m) || !sfs_backing_reserved_blocks(b))
+		return 0;
+	for (int i = 0; i < 2; i++) {
+		moves_uid |= u[i] != SFS_IDMAP_NONE && u[i] != b->resuid;
+		moves_gid |= b->resgid != 0 && g[i] != SFS_IDMAP_NONE && g[i] != b->resgid;
+	}
+	if (!moves_uid && !moves_gid)
+		return 0;
+	sfs_errf(err, errlen, o->idmap_name,
+	         "the backing reserves blocks for %s %u, which the map gives to another id, and "
+	         "ext4 lends them by the writer's own id (reserve none: tune2fs -r 0, or for an id "
+	         "outside the map: tune2fs -%c)", moves_uid ? "uid" : "gid",
+	         moves_uid ? (unsigned)b->resuid : (unsigned)b->resgid, moves_uid ? 'u' : 'g');
+	return -EINVAL;
+}
+
 /* Whether a view with options o can join the views already served. */
 static int admissible(struct sfs_daemon *d, const struct sfs_opts *o, char *err, size_t errlen)
 {
@@ -116,7 +144,8 @@ static int admissible(struct sfs_daemon *d, const struct sfs_opts *o, char *err,
 		sfs_errf(err, errlen, "remount", "not a view of this source");
 		return -EINVAL;
 	}
-	if ((rc = backing_allows(d, o, err, errlen)))
+	if ((rc = backing_allows(d, o, err, errlen)) ||
+	    (rc = idmap_allows(&d->backing, o, err, errlen)))
 		return rc;
 	if (o->cache == SFS_CACHE_WRITEBACK && sfs_registry_count(&d->views)) {
 		sfs_errf(err, errlen, "cache=writeback",
@@ -212,6 +241,7 @@ void prepare_view(struct sfs_daemon *d, struct sfs_view *v, uint32_t slot, const
 	sfs_strlcpy(v->source, src, sizeof(v->source));
 	sfs_view_set_caching(v, !*d->shared_with && d->backing.mode == SFS_SHARE_EXCLUSIVE);
 	sfs_pt_init(v);
+	v->fuse_io.want_idmap = sfs_idmap_active(&v->prof->opts.idmap);
 	pthread_mutex_init(&v->files_lock, NULL);
 	sfs_list_init(&v->files);
 }

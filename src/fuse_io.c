@@ -36,6 +36,10 @@ struct fuse_backing_map {
  * release's header has: Debian 12's (7.38) calls it unused[0], Debian 13's (7.41) by name. */
 #define INIT_OUT_MAX_STACK_DEPTH (offsetof(struct fuse_init_out, flags2) + sizeof(uint32_t))
 
+#ifndef FUSE_ALLOW_IDMAP
+#define FUSE_ALLOW_IDMAP (1ULL << 40) /* 7.40; Debian 12's header is 7.38 */
+#endif
+
 /* What the INIT reply asks for beyond libfuse, where offered (see fuse_io.h). */
 static const uint64_t added_flags = FUSE_HANDLE_KILLPRIV_V2 | FUSE_DIRECT_IO_ALLOW_MMAP;
 
@@ -188,6 +192,9 @@ static ssize_t write_init_reply(struct sfs_fuse_io *io, int fd, struct iovec *io
 	if (io->want_passthrough && !(init.flags & FUSE_WRITEBACK_CACHE) &&
 	    iov[1].iov_len >= INIT_OUT_MAX_STACK_DEPTH + 4)
 		add |= atomic_load(&io->offered) & FUSE_PASSTHROUGH;
+	/* every view is default_permissions, which the kernel requires of an idmapped one */
+	if (io->want_idmap)
+		add |= atomic_load(&io->offered) & FUSE_ALLOW_IDMAP;
 	if (!has_flags2)
 		add &= 0xffffffffu; /* a reply too short to carry flags2 */
 	else if ((u = uring_for(io, fd, &init)))

@@ -124,6 +124,20 @@ static int set_subdir(struct sfs_opts *o, const struct opt_def *d, const char *v
 	return 0;
 }
 
+/* idmap=MAP, or X-mount.idmap=MAP as util-linux names it (mount(8) keeps X-mount.* options to
+ * itself and gives a helper none): kept parsed and in one spelling, which a remount compares. */
+static int set_idmap(struct sfs_opts *o, const struct opt_def *d, const char *v, char *err,
+                     size_t errlen)
+{
+	int rc = sfs_idmap_parse(d->name, v, &o->idmap, err, errlen);
+
+	if (!rc) {
+		sfs_idmap_format(&o->idmap, o->idmap_text, sizeof(o->idmap_text));
+		snprintf(o->idmap_name, sizeof(o->idmap_name), "%s=", d->name);
+	}
+	return rc;
+}
+
 /* quota / usrquota / grpquota / noquota: which per-id limits the view enforces. */
 static int set_quota(struct sfs_opts *o, const struct opt_def *d, const char *v, char *err,
                      size_t errlen)
@@ -288,6 +302,8 @@ static const struct opt_def table[] = {
 	VALUE("bsddf", df, SFS_DF_BSD),
 	VALUE("minixdf", df, SFS_DF_MINIX),
 	DEF("subdir", ARG_REQUIRED, set_subdir, AT(subdir), .kind = F_STR, .fixed = true),
+	DEF("idmap", ARG_REQUIRED, set_idmap, AT(idmap_text), .kind = F_STR, .fixed = true),
+	DEF("X-mount.idmap", ARG_REQUIRED, set_idmap, AT(idmap_text), .kind = F_STR, .fixed = true),
 	FIXED_CHOICE("cache", cache, cache_choices),
 	BOOL("passthrough", no_passthrough, 0),
 	BOOL("nopassthrough", no_passthrough, 1),
@@ -677,6 +693,10 @@ char *sfs_opts_format(const struct sfs_opts *o, char *buf, size_t len)
 		sfs_list_append(buf, len, o->casefold == SFS_CASEFOLD_STRICT ? "casefold=strict" : "casefold");
 	if (strcmp(o->subdir, "/")) {
 		snprintf(item, sizeof(item), "subdir=%s", o->subdir);
+		sfs_list_append(buf, len, item);
+	}
+	if (*o->idmap_text) {
+		snprintf(item, sizeof(item), "idmap=%s", o->idmap_text);
 		sfs_list_append(buf, len, item);
 	}
 	if (o->cache == SFS_CACHE_WRITEBACK)

@@ -4,6 +4,7 @@
 #include "priv.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -12,7 +13,8 @@ struct thread_priv {
 	/* whether the effective capabilities are all the permitted ones or none, as
 	 * sfs_priv_effective set them; unknown in a thread that never set them (it has its
 	 * creator's of the moment) */
-	enum { EFFECTIVE_UNKNOWN, EFFECTIVE_ALL, EFFECTIVE_NONE } effective;
+	enum { EFFECTIVE_UNKNOWN, EFFECTIVE_ALL, EFFECTIVE_NONE, EFFECTIVE_SOME } effective;
+	unsigned long long mask; /* EFFECTIVE_SOME: which */
 	/* saved by the outermost sfs_priv_begin */
 	int depth;
 	bool saved_ok;
@@ -38,6 +40,11 @@ void sfs_priv_caps_raise(struct __user_cap_data_struct d[2], int cap)
 	d[CAP_TO_INDEX(cap)].effective |= CAP_TO_MASK(cap);
 }
 
+void sfs_priv_fsuid_changed(void)
+{
+	tp.effective = EFFECTIVE_UNKNOWN;
+}
+
 int sfs_priv_effective(bool all)
 {
 	struct __user_cap_data_struct d[2];
@@ -51,6 +58,23 @@ int sfs_priv_effective(bool all)
 	if (sfs_priv_caps_set(d) < 0)
 		return -errno;
 	tp.effective = all ? EFFECTIVE_ALL : EFFECTIVE_NONE;
+	return 0;
+}
+
+int sfs_priv_effective_mask(unsigned long long mask)
+{
+	struct __user_cap_data_struct d[2];
+
+	if (tp.effective == EFFECTIVE_SOME && tp.mask == mask)
+		return 0;
+	if (sfs_priv_caps_get(d) < 0)
+		return -errno;
+	d[0].effective = d[0].permitted & (uint32_t)mask;
+	d[1].effective = d[1].permitted & (uint32_t)(mask >> 32);
+	if (sfs_priv_caps_set(d) < 0)
+		return -errno;
+	tp.effective = EFFECTIVE_SOME;
+	tp.mask = mask;
 	return 0;
 }
 

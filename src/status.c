@@ -11,6 +11,7 @@
 #include "locks.h"
 #include "names.h"
 #include "passthrough.h"
+#include "util.h"
 #include "profile.h"
 
 static json_object *split_list(const char *list)
@@ -54,6 +55,26 @@ static json_object *transport_json(struct sfs_view *v)
 	return o;
 }
 
+/* An idmapped view's map, one object per extent: which ids, first on disk, first shown, how
+ * many. */
+static json_object *idmap_json(const struct sfs_idmap *m)
+{
+	json_object *list = json_object_new_array();
+	const struct { const char *ids; const struct sfs_idmap_extent *e; int n; } kinds[] = {
+		{"uid", m->uid, m->nuid}, {"gid", m->gid, m->ngid}};
+
+	for (size_t k = 0; k < ARRAY_SIZE(kinds); k++)
+		for (int i = 0; i < kinds[k].n; i++) {
+			json_object *o = json_object_new_object();
+			json_object_object_add(o, "ids", json_object_new_string(kinds[k].ids));
+			json_object_object_add(o, "disk", json_object_new_int64(kinds[k].e[i].disk));
+			json_object_object_add(o, "shown", json_object_new_int64(kinds[k].e[i].host));
+			json_object_object_add(o, "count", json_object_new_int64(kinds[k].e[i].count));
+			json_object_array_add(list, o);
+		}
+	return list;
+}
+
 /* The options as fields (contract §2). */
 static json_object *options_json(const struct sfs_opts *vo)
 {
@@ -72,6 +93,8 @@ static json_object *options_json(const struct sfs_opts *vo)
 		json_object_object_add(opts, "inodes", json_object_new_uint64(vo->inode_limit));
 	json_object_object_add(opts, "ro", json_object_new_boolean(vo->ro));
 	json_object_object_add(opts, "subdir", json_object_new_string(vo->subdir));
+	if (sfs_idmap_active(&vo->idmap))
+		json_object_object_add(opts, "idmap", idmap_json(&vo->idmap));
 	json_object_object_add(opts, "df", json_object_new_string(sfs_df_name(vo->df)));
 	json_object_object_add(opts, "cache", json_object_new_string(
 		vo->cache == SFS_CACHE_WRITEBACK ? "writeback" : "strict"));

@@ -230,22 +230,30 @@ int sfs_source_key(const char *source, char *key, size_t keylen, char *path, siz
 	return 0;
 }
 
+ssize_t sfs_read_text(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	return n;
+}
+
 /* argv[1] and argv[2] of /proc/PID/cmdline if argv[1] is "__daemon", else false. */
 static bool daemon_key_of(const char *pid, char *key, size_t len)
 {
 	char path[300], buf[512], *arg1, *arg2;
 	ssize_t n;
-	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%s/cmdline", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if ((n = sfs_read_text(path, buf, sizeof(buf))) <= 0)
 		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
 	arg1 = memchr(buf, '\0', n);
 	if (!arg1 || ++arg1 >= buf + n || strcmp(arg1, "__daemon"))
 		return false;

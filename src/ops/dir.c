@@ -299,7 +299,7 @@ int begin_dir_change(struct req *q, fuse_req_t req, fuse_ino_t parent, const cha
 int reserve_new(struct req *q, struct held *p, enum make_kind kind, const char *target)
 {
 	int64_t bytes = 0;
-	gid_t gid = q->r.ctx->gid;
+	gid_t gid = sfs_creds_gid(); /* on disk: an idmapped view's header may hold others */
 	struct stat st;
 
 	if (!q->r.view->prof->limits)
@@ -308,7 +308,7 @@ int reserve_new(struct req *q, struct held *p, enum make_kind kind, const char *
 		gid = st.st_gid;
 	if (kind == MAKE_DIR || (kind == MAKE_SYMLINK && strlen(target) >= 60))
 		bytes = req_ledger(q)->bsize;
-	return req_reserve(q, q->r.ctx->uid, gid, bytes, 1);
+	return req_reserve(q, sfs_creds_uid(), gid, bytes, 1);
 }
 
 static int make_at(struct req *q, struct held *p, const char *name, enum make_kind kind,

@@ -193,8 +193,17 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset
 		n = d ? -EINVAL : -EBADF;
 	if (!n && !(buf = malloc(size)))
 		n = -ENOMEM;
-	if (!n && (n = fill_listing(&q.r, d, dir, buf, size, offset, plus)) >= 0)
-		atime_moved(q.r.view, dir, d->fd, &d->atime);
+	if (!n) {
+		/* the entries are looked up as the caller, with no capability the kernel would
+		 * not grant it over this directory (an idmapped view's namespace root) */
+		struct stat st;
+		bool scoped = plus && !fstat(d->fd, &st) && sfs_creds_caps_scope(&st);
+
+		if ((n = fill_listing(&q.r, d, dir, buf, size, offset, plus)) >= 0)
+			atime_moved(q.r.view, dir, d->fd, &d->atime);
+		if (scoped)
+			sfs_creds_caps_unscope();
+	}
 	req_reply_buf(&q, n < 0 ? n : 0, buf, n < 0 ? 0 : n);
 	free(buf);
 }

@@ -33,7 +33,7 @@ void req_start(struct req *q, fuse_req_t req)
 int req_begin(struct req *q, fuse_req_t req)
 {
 	req_start(q, req);
-	return sfs_creds_enter(req);
+	return sfs_creds_enter(req, &q->r.view->prof->opts.idmap);
 }
 
 struct sfs_quota *req_ledger(const struct req *q)

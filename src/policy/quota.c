@@ -4,6 +4,7 @@
  * exempt. */
 #include <stdint.h>
 
+#include "creds.h"
 #include "services.h"
 #include "view.h"
 #include "policy.h"
@@ -99,12 +100,12 @@ static void quota_statfs(const struct sfs_req *r, struct statvfs *st)
 		clamp(st, o->size_limit, e.used[SFS_QBYTES], o->inode_limit, e.used[SFS_QINODES]);
 	}
 	if (o->usrquota) {
-		sfs_quota_usage(q, SFS_QUSR, r->ctx->uid, &e);
+		sfs_quota_usage(q, SFS_QUSR, sfs_creds_uid(), &e);
 		clamp(st, tightest(e.lim.soft[SFS_QBYTES], e.lim.hard[SFS_QBYTES]), e.used[SFS_QBYTES],
 		      tightest(e.lim.soft[SFS_QINODES], e.lim.hard[SFS_QINODES]), e.used[SFS_QINODES]);
 	}
 	if (o->grpquota) {
-		sfs_quota_usage(q, SFS_QGRP, r->ctx->gid, &e);
+		sfs_quota_usage(q, SFS_QGRP, sfs_creds_gid(), &e);
 		clamp(st, tightest(e.lim.soft[SFS_QBYTES], e.lim.hard[SFS_QBYTES]), e.used[SFS_QBYTES],
 		      tightest(e.lim.soft[SFS_QINODES], e.lim.hard[SFS_QINODES]), e.used[SFS_QINODES]);
 	}

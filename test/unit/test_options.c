@@ -23,6 +23,58 @@ static void accepted(const char *opts, struct sfs_opts *o)
 	CHECK(sfs_opts_parse(opts, o, err, sizeof(err)) == 0, "'%s' refused: %s", opts, err);
 }
 
+/* X-mount.idmap=: util-linux's syntax, both directions of the map, refusals by extent. */
+static void test_idmap(void)
+{
+	struct sfs_opts o, nw;
+	char err[512], buf[SFS_EFFECTIVE_MAX];
+	const struct sfs_idmap *m = &o.idmap;
+
+	accepted("X-mount.idmap=b:0:100000:65536", &o);
+	CHECK(m->nuid == 1 && m->ngid == 1 && sfs_idmap_active(m), "b: gives both");
+	CHECK(sfs_idmap_uid_to_disk(m, 100000) == 0 && sfs_idmap_uid_to_disk(m, 165535) == 65535,
+	      "host to disk at both ends");
+	CHECK(sfs_idmap_uid_to_disk(m, 99999) == SFS_IDMAP_NONE &&
+	      sfs_idmap_uid_to_disk(m, 165536) == SFS_IDMAP_NONE, "just outside: unmapped");
+	CHECK(sfs_idmap_uid_to_host(m, 1000) == 101000 && sfs_idmap_gid_to_host(m, 65536) ==
+	      SFS_IDMAP_NONE, "disk to host");
+	CHECK(!strcmp(o.idmap_text, "u:0:100000:65536 g:0:100000:65536"), "spelled: %s",
+	      o.idmap_text);
+	CHECK(strstr(sfs_opts_format(&o, buf, sizeof(buf)), ",idmap=u:0:100000:65536 g:"),
+	      "status shows the map: %s", buf);
+	CHECK(!strcmp(o.idmap_name, "X-mount.idmap="), "spelled as given: %s", o.idmap_name);
+	accepted("idmap=b:0:100000:65536", &o);
+	CHECK(!strcmp(o.idmap_text, "u:0:100000:65536 g:0:100000:65536") &&
+	      !strcmp(o.idmap_name, "idmap="), "idmap= is the same option");
+	refused("idmap=b:0:1", "strictfs: idmap=b:0:1: not an extent");
+	accepted("X-mount.idmap=\"u:1000:2000:1 g:5:6:2 7:8:1\"", &o);
+	CHECK(m->nuid == 2 && m->ngid == 2 && sfs_idmap_gid_to_disk(m, 7) == 6 &&
+	      sfs_idmap_uid_to_disk(m, 8) == 7 && sfs_idmap_gid_to_disk(m, 2000) == SFS_IDMAP_NONE,
+	      "u:, g: and a bare extent, quoted");
+	accepted("X-mount.idmap=u:4294967294:0:1", &o);
+	refused("X-mount.idmap=u:4294967295:0:1", "X-mount.idmap=u:4294967295:0:1: not an extent");
+	refused("X-mount.idmap=b:0:100000", "X-mount.idmap=b:0:100000: not an extent");
+	refused("X-mount.idmap=b:0:100000:0", "X-mount.idmap=b:0:100000:0: not an extent");
+	refused("X-mount.idmap=x:0:1:1", "X-mount.idmap=x:0:1:1: not an extent");
+	refused("X-mount.idmap=b:-1:1:1", "not an extent");
+	refused("X-mount.idmap=b:0:1:1junk", "not an extent");
+	refused("X-mount.idmap=b:0:100:10 u:5:200:10", "X-mount.idmap=u:5:200:10: overlaps");
+	refused("X-mount.idmap=b:0:100:10 g:50:105:1", "X-mount.idmap=g:50:105:1: overlaps");
+	refused("X-mount.idmap=", "X-mount.idmap=: empty map");
+	refused("X-mount.idmap=/proc/1/ns/user", "a user namespace file is not taken");
+	refused("X-mount.idmap", "needs a value");
+	accepted("X-mount.idmap=b:0:100000:65536", &o);
+	CHECK(sfs_opts_remount(&o, "remount,ro,X-mount.idmap=u:0:100000:65536 g:0:100000:65536",
+	                       &nw, err, sizeof(err)) == 0 && nw.ro, "the same map respelled: %s", err);
+	CHECK(sfs_opts_remount(&o, "remount,idmap=b:0:100000:65536", &nw, err, sizeof(err)) == 0,
+	      "the same map by its other name: %s", err);
+	CHECK(sfs_opts_remount(&o, "remount,X-mount.idmap=b:0:200000:65536", &nw, err,
+	                       sizeof(err)) != 0 &&
+	      strstr(err, "strictfs: X-mount.idmap=b:0:200000:65536: cannot change"), "%s", err);
+	accepted("acl", &o);
+	CHECK(!sfs_idmap_active(&o.idmap) && !*o.idmap_text, "no map by default");
+}
+
 int main(void)
 {
 	struct sfs_opts o, f;
@@ -171,6 +223,7 @@ int main(void)
 	CHECK(sfs_opts_remount(&cur, "remount,user_id=1000", &nw, err, sizeof(err)) != 0 &&
 	      strstr(err, "user_id=1000"), "foreign user_id refused: %s", err);
 
+	test_idmap();
 	printf("%s\n", failures ? "FAILED" : "ok");
 	return failures ? 1 : 0;
 }
