@@ -3,6 +3,9 @@
 # X-mount.idmap= is attached through that map, and behaves as a native ext4 mount idmapped
 # with the same map. Each comparison runs the same commands on both, side by side: a view of
 # one image, and the kernel's own idmapped bind of a native ext4 mount of its twin.
+# transport-independent: test_refusals: what is refused is decided at mount, before any request
+# transport-independent: test_mount_8_takes_the_map: how mount(8) hands over the option, before any request
+# transport-independent: test_quota_charged_to_disk_ids: the ledger charges the ids the daemon acts as, whichever transport brought the request
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 IDMAP_PY=$SFS_TEST_DIR/idmap.py
