@@ -31,7 +31,8 @@ struct sfs_idmap {
 #define SFS_IDMAP_NONE ((uint32_t)-1)
 
 /* Reads util-linux's X-mount.idmap= value: space-separated extents "[u:|g:|b:]DISK:HOST:COUNT"
- * (no prefix: both), the whole optionally in double quotes. Refuses a user namespace file,
+ * (no prefix: both), the whole optionally in double quotes. Refuses a user namespace file
+ * (sfs_idmap_read_userns reads one),
  * overlapping extents, a zero count and a range past 2^32-2, naming the option as name
  * spelled it and the extent. Returns 0 or -errno with the one-line error in err. */
 int sfs_idmap_parse(const char *name, const char *spec, struct sfs_idmap *m, char *err,
@@ -55,5 +56,12 @@ char *sfs_idmap_format(const struct sfs_idmap *m, char *buf, size_t len);
  * writes nothing and ends before this returns. Returns the namespace's descriptor, or -errno
  * with the error, naming the option as name, in err. */
 int sfs_idmap_userns(const struct sfs_idmap *m, const char *name, char *err, size_t errlen);
+
+/* util-linux's other form, the path of a user namespace file (/proc/PID/ns/user): its maps
+ * into m, read by a child that joins it (from the daemon's namespace a map's second column is
+ * the host's ids). Returns the namespace's descriptor, or -1 with the error, naming name (as
+ * "idmap=") and the path, in err. The mount command's alone: it forks. */
+int sfs_idmap_read_userns(const char *path, const char *name, struct sfs_idmap *m, char *err,
+                          size_t errlen);
 
 #endif

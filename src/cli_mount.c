@@ -18,6 +18,8 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include <libmount.h>
+
 #include "client.h"
 #include "control.h"
 #include "mntns.h"
@@ -147,7 +149,7 @@ static int attach_view(int mnt, const char *mp, struct sfs_mntns *ns, char *err,
  * is attached, so that no path ever reaches it but through the map (doc/design.md). The
  * kernel allows it only once the daemon's INIT reply has allowed it: a statfs waits for
  * that reply. */
-static int idmap_view(int mnt, const struct sfs_opts *o, char *err, size_t errlen)
+static int idmap_view(int mnt, const struct sfs_opts *o, int given, char *err, size_t errlen)
 {
 	struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP};
 	struct statfs sf;
@@ -157,8 +159,13 @@ static int idmap_view(int mnt, const struct sfs_opts *o, char *err, size_t errle
 		sfs_errf(err, errlen, o->idmap_name, "the view did not start: %s", strerror(errno));
 		return -1;
 	}
-	if ((userns = sfs_idmap_userns(&o->idmap, o->idmap_name, err, errlen)) < 0)
+	userns = given >= 0 ? fcntl(given, F_DUPFD_CLOEXEC, 0)
+	                    : sfs_idmap_userns(&o->idmap, o->idmap_name, err, errlen);
+	if (userns < 0) {
+		if (given >= 0)
+			sfs_errf(err, errlen, o->idmap_name, "%s", strerror(errno));
 		return -1;
+	}
 	attr.userns_fd = userns;
 	if (mount_setattr(mnt, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
 		sfs_errf(err, errlen, o->idmap_name, "the kernel refuses to idmap the view: %s%s",
@@ -168,6 +175,45 @@ static int idmap_view(int mnt, const struct sfs_opts *o, char *err, size_t errle
 	}
 	close(userns);
 	return r;
+}
+
+/* idmap=/PATH, util-linux's other form: the user namespace file's maps, read here, take the
+ * path's place in the options the daemon gets (it never reads a namespace itself), and the
+ * namespace idmaps the view. *resolved: the options to use (to free); *userns: the
+ * namespace, or -1 when the options name none. Returns 0, or -1 with err. */
+static int resolve_idmap_path(const char *options, char **resolved, int *userns, char *err,
+                              size_t errlen)
+{
+	static const char *const names[] = {"idmap", "X-mount.idmap"};
+	char path[PATH_MAX], spelled[24], text[SFS_IDMAP_TEXT_MAX];
+	struct sfs_idmap m;
+	size_t len;
+	char *v;
+
+	*userns = -1;
+	if (!(*resolved = strdup(options)))
+		return -1;
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		if (mnt_optstr_get_option(*resolved, names[i], &v, &len) || !len)
+			continue;
+		if (len >= 2 && v[0] == '"' && v[len - 1] == '"')
+			v++, len -= 2;
+		if (!len || v[0] != '/' || len >= sizeof(path))
+			continue; /* extents, or a path the parser refuses by name */
+		memcpy(path, v, len);
+		path[len] = '\0';
+		snprintf(spelled, sizeof(spelled), "%s=", names[i]);
+		if (*userns >= 0)
+			close(*userns);
+		if ((*userns = sfs_idmap_read_userns(path, spelled, &m, err, errlen)) < 0 ||
+		    mnt_optstr_set_option(resolved, names[i],
+		                          sfs_idmap_format(&m, text, sizeof(text)))) {
+			if (*userns >= 0)
+				sfs_errf(err, errlen, spelled, "cannot rewrite the options");
+			return -1;
+		}
+	}
+	return 0;
 }
 
 /* ns_target: the namespace the view was mounted in, or -1 for this process's own. */
@@ -272,8 +318,8 @@ static void drop_lock_file(const char *key, const char *lockp, int lock)
 
 /* ns: where the mountpoint is resolved and the view mounted (SFS_MNTNS_NONE: here); the
  * source, the lock and the daemon are always this namespace's. */
-static int mount_in(const char *source, const char *mountpoint, const char *options, bool verbose,
-                    struct sfs_mntns *ns)
+static int mount_resolved(const char *source, const char *mountpoint, const char *options,
+                          bool verbose, struct sfs_mntns *ns, int userns)
 {
 	char err[ERRLEN] = "", key[128], path[PATH_MAX], mp[PATH_MAX], lockp[PATH_MAX];
 	struct sfs_opts o;
@@ -319,7 +365,7 @@ static int mount_in(const char *source, const char *mountpoint, const char *opti
 	if (sfs_idmap_active(&o.idmap)) {
 		/* the daemon serves it first: the kernel idmaps only a view whose INIT allowed it */
 		if (add_view(key, source, mp, options, fuse_fd, mnt_id, ns->target, err, sizeof(err)) ||
-		    idmap_view(mnt, &o, err, sizeof(err))) {
+		    idmap_view(mnt, &o, userns, err, sizeof(err))) {
 			close(mnt); /* never attached: the daemon sees its view end */
 			goto fail;
 		}
@@ -356,6 +402,29 @@ fail:
 	sfs_err_print(err);
 	log_refusal(source, mountpoint, err);
 	return -1;
+}
+
+static int mount_in(const char *source, const char *mountpoint, const char *options, bool verbose,
+                    struct sfs_mntns *ns)
+{
+	char err[ERRLEN] = "", *resolved = NULL;
+	int userns, r;
+
+	if (resolve_idmap_path(options, &resolved, &userns, err, sizeof(err))) {
+		if (!*err)
+			sfs_errf(err, sizeof(err), "-o", "%s", strerror(ENOMEM));
+		sfs_err_print(err);
+		log_refusal(source, mountpoint, err);
+		free(resolved);
+		if (userns >= 0)
+			close(userns);
+		return -1;
+	}
+	r = mount_resolved(source, mountpoint, resolved, verbose, ns, userns);
+	free(resolved);
+	if (userns >= 0)
+		close(userns);
+	return r;
 }
 
 int sfs_cli_mount(const char *source, const char *mountpoint, const char *options, bool verbose)

@@ -10,6 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <limits.h>
+#include <linux/nsfs.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -112,8 +116,7 @@ int sfs_idmap_parse(const char *name, const char *spec, struct sfs_idmap *m, cha
 	memcpy(buf, spec, len);
 	buf[len] = '\0';
 	if (buf[0] == '/') {
-		sfs_errf(err, errlen, obj, "a user namespace file is not taken: give the "
-		         "extents (e.g. b:0:100000:65536)");
+		sfs_errf(err, errlen, obj, "a user namespace file is read by the mount command only");
 		return -EINVAL;
 	}
 	for (char *t = strtok_r(buf, " \t", &save); t; t = strtok_r(NULL, " \t", &save))
@@ -180,6 +183,27 @@ char *sfs_idmap_format(const struct sfs_idmap *m, char *buf, size_t len)
 	return buf;
 }
 
+/* The lines of a /proc/PID/uid_map or gid_map read from the daemon's namespace: "inside outside
+ * count", inside the disk id an idmapped mount shows as the outside one. */
+static int read_map(pid_t pid, const char *file, struct sfs_idmap_extent *list, int *n)
+{
+	char path[64], buf[SFS_IDMAP_EXTENTS * 40 + 64], *line;
+	unsigned long inner, outer, count;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	if (sfs_read_text(path, buf, sizeof(buf)) < 0)
+		return -errno;
+	*n = 0;
+	for (line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		if (sscanf(line, "%lu %lu %lu", &inner, &outer, &count) != 3)
+			continue;
+		if (*n == SFS_IDMAP_EXTENTS)
+			return -E2BIG;
+		list[(*n)++] = (struct sfs_idmap_extent){inner, outer, count};
+	}
+	return 0;
+}
+
 /* "disk host count" lines, as /proc/PID/uid_map takes them in one write. */
 static int write_map(pid_t pid, const char *file, const struct sfs_idmap_extent *list, int n)
 {
@@ -201,6 +225,17 @@ static int write_map(pid_t pid, const char *file, const struct sfs_idmap_extent 
 	return rc;
 }
 
+/* The child that joins a namespace while its maps are read. */
+static void hold_joined_userns(int ns, int ready, int wait_fd)
+{
+	char c = setns(ns, CLONE_NEWUSER) == 0 ? 'y' : 'n';
+
+	if (write(ready, &c, 1) == 1 && c == 'y')
+		while (read(wait_fd, &c, 1) < 0 && errno == EINTR)
+			;
+	_exit(0);
+}
+
 /* The child that holds the namespace while its maps are written: it waits for the parent's end
  * of the pipe to close. */
 static void hold_new_userns(int ready, int wait_fd)
@@ -213,45 +248,119 @@ static void hold_new_userns(int ready, int wait_fd)
 	_exit(0);
 }
 
-int sfs_idmap_userns(const struct sfs_idmap *m, const char *name, char *err, size_t errlen)
+/* A child in a user namespace, new (ns -1) or joined, until *hold is closed: its pid, or
+ * -errno. */
+static pid_t namespace_child(int ns, int *hold)
 {
-	int ready[2], hold[2], fd = -1, rc;
-	char c = 'n', path[64];
+	int ready[2], h[2];
+	char c = 'n';
 	pid_t pid;
 
 	if (pipe2(ready, O_CLOEXEC) < 0)
-		goto fail_errno;
-	if (pipe2(hold, O_CLOEXEC) < 0) {
+		return -errno;
+	if (pipe2(h, O_CLOEXEC) < 0) {
+		int e = errno;
 		close(ready[0]);
 		close(ready[1]);
-		goto fail_errno;
+		return -e;
 	}
 	if ((pid = fork()) == 0) {
 		close(ready[0]);
-		close(hold[1]);
-		hold_new_userns(ready[1], hold[0]);
+		close(h[1]);
+		if (ns < 0)
+			hold_new_userns(ready[1], h[0]);
+		hold_joined_userns(ns, ready[1], h[0]);
 	}
 	close(ready[1]);
-	close(hold[0]);
-	rc = pid < 0 ? -errno : read(ready[0], &c, 1) == 1 && c == 'y' ? 0 : -EPERM;
+	close(h[0]);
+	if (pid > 0 && !(read(ready[0], &c, 1) == 1 && c == 'y')) {
+		close(h[1]);
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		pid = -EPERM;
+	} else if (pid < 0) {
+		pid = -errno;
+		close(h[1]);
+	}
+	close(ready[0]);
+	*hold = pid > 0 ? h[1] : -1;
+	return pid;
+}
+
+static void end_child(pid_t pid, int hold)
+{
+	close(hold);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
+int sfs_idmap_userns(const struct sfs_idmap *m, const char *name, char *err, size_t errlen)
+{
+	int hold, fd = -1, rc;
+	char path[64];
+	pid_t pid = namespace_child(-1, &hold);
+
+	rc = pid < 0 ? (int)pid : 0;
 	if (!rc && !(rc = write_map(pid, "uid_map", m->uid, m->nuid)) &&
 	    !(rc = write_map(pid, "gid_map", m->gid, m->ngid))) {
 		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
 		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 			rc = -errno;
 	}
-	close(hold[1]); /* the child ends */
-	close(ready[0]);
 	if (pid > 0)
-		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-			;
+		end_child(pid, hold);
 	if (rc) {
 		sfs_errf(err, errlen, name, "cannot make its user namespace: %s", strerror(-rc));
 		return rc;
 	}
 	return fd;
-fail_errno:
-	rc = -errno;
-	sfs_errf(err, errlen, name, "cannot make its user namespace: %s", strerror(-rc));
-	return rc;
+}
+
+static bool same_file(int fd, const char *path)
+{
+	struct stat a, b;
+
+	return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
+int sfs_idmap_read_userns(const char *path, const char *name, struct sfs_idmap *m, char *err,
+                          size_t errlen)
+{
+	char obj[PATH_MAX + 24];
+	int fd = open(path, O_RDONLY | O_CLOEXEC), hold, rc = 0;
+	pid_t pid;
+
+	snprintf(obj, sizeof(obj), "%s%s", name, path);
+	memset(m, 0, sizeof(*m));
+	if (fd < 0) {
+		sfs_errf(err, errlen, obj, "%s", strerror(errno));
+		return -1;
+	}
+	if (ioctl(fd, NS_GET_NSTYPE) != CLONE_NEWUSER) {
+		sfs_errf(err, errlen, obj, "not a user namespace");
+		close(fd);
+		return -1;
+	}
+	if (same_file(fd, "/proc/self/ns/user")) {
+		sfs_errf(err, errlen, obj, "is this system's own user namespace, which maps every id "
+		         "to itself");
+		close(fd);
+		return -1;
+	}
+	if ((pid = namespace_child(fd, &hold)) < 0)
+		rc = (int)pid;
+	if (!rc && !(rc = read_map(pid, "uid_map", m->uid, &m->nuid)))
+		rc = read_map(pid, "gid_map", m->gid, &m->ngid);
+	if (pid > 0)
+		end_child(pid, hold);
+	if (!rc && !sfs_idmap_active(m))
+		rc = -ENODATA;
+	if (rc) {
+		sfs_errf(err, errlen, obj, "cannot read its maps: %s",
+		         rc == -ENODATA ? "the namespace maps no id" : strerror(-rc));
+		close(fd);
+		return -1;
+	}
+	return fd;
 }

@@ -6,6 +6,8 @@
 # transport-independent: test_refusals: what is refused is decided at mount, before any request
 # transport-independent: test_mount_8_takes_the_map: how mount(8) hands over the option, before any request
 # transport-independent: test_quota_charged_to_disk_ids: the ledger charges the ids the daemon acts as, whichever transport brought the request
+# transport-independent: test_failover_keeps_the_map: the map is in the view's options, which the handover carries; an io_uring successor is carried by t_failover's test_failover_sigkill_keeps_views in both passes
+# transport-independent: test_flavoured_views: casefold and subdir=, above the identity test_ownership_shown_and_stored checks in both passes
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 IDMAP_PY=$SFS_TEST_DIR/idmap.py
@@ -173,6 +175,9 @@ test_chown_and_acls() {
 	same "chown into the range by the host's root" \
 		'chown 101005:101006 $R/open && stat -c "%u:%g" $R/open'
 	ondisk open
+	same "a chown clears set-user-ID and set-group-ID" \
+		'chown 101002 $R/su && stat -c "%u:%g %a" $R/su'
+	ondisk su
 	same "chown to an id outside the map is refused" \
 		'chown 5 $R/f; chown 200000 $R/f; stat -c "%u:%g" $R/f'
 	same "an owner without capabilities may not give a file away" \
@@ -290,8 +295,12 @@ test_refusals() {
 		"$STRICTFS" mount -o "X-mount.idmap=b:0:100000" "$IMG" "$A"
 	assert_refused "X-mount.idmap=b:5:200000:10: overlaps another extent" \
 		"$STRICTFS" mount -o "X-mount.idmap=b:0:100000:10 b:5:200000:10" "$IMG" "$A"
-	assert_refused "X-mount.idmap=: a user namespace file is not taken" \
-		"$STRICTFS" mount -o "X-mount.idmap=/proc/self/ns/user" "$IMG" "$A"
+	assert_refused "idmap=$T_DIR/none: No such file or directory" \
+		"$STRICTFS" mount -o "idmap=$T_DIR/none" "$IMG" "$A"
+	assert_refused "X-mount.idmap=/proc/self/ns/mnt: not a user namespace" \
+		"$STRICTFS" mount -o "X-mount.idmap=/proc/self/ns/mnt" "$IMG" "$A"
+	assert_refused "idmap=/proc/self/ns/user: is this system's own user namespace" \
+		"$STRICTFS" mount -o "idmap=/proc/self/ns/user" "$IMG" "$A"
 	# ext4 reserves 5% for uid 0 by default: the map gives disk 0 to host 100000
 	assert_refused "X-mount.idmap=: the backing reserves blocks for uid 0" \
 		"$STRICTFS" mount -o "X-mount.idmap=$MAP" "$IMG" "$A"
@@ -329,7 +338,11 @@ test_container_with_namespace_mount() {
 	done
 	[[ -n $pid ]] || die "could not start the namespaced process"
 	echo "$pid $(proc_starttime "$pid")" >>"$T_DIR/.nspids"
-	assert_ok "$STRICTFS" mount --namespace "$pid" -o "X-mount.idmap=$MAP" "$IMG" "$N"
+	# util-linux's other form: the namespace's own file, whose maps strictfs reads
+	assert_ok "$STRICTFS" mount --namespace "$pid" -o "X-mount.idmap=/proc/$pid/ns/user" "$IMG" "$N"
+	assert_eq "uid 0 100000 65536,gid 0 100000 65536" \
+		"$(view_field "$N" '.options.idmap | map("\(.ids) \(.disk) \(.shown) \(.count)") | join(",")')" \
+		"the view has the namespace's maps"
 	assert_ok not_mounted "$N"
 	local inside="nsenter -t $pid -U -m --"
 	assert_eq "0:0" "$($inside stat -c %u:%g "$N/f")" "the container's root owns disk 0's files"

@@ -61,7 +61,8 @@ static void test_idmap(void)
 	refused("X-mount.idmap=b:0:100:10 u:5:200:10", "X-mount.idmap=u:5:200:10: overlaps");
 	refused("X-mount.idmap=b:0:100:10 g:50:105:1", "X-mount.idmap=g:50:105:1: overlaps");
 	refused("X-mount.idmap=", "X-mount.idmap=: empty map");
-	refused("X-mount.idmap=/proc/1/ns/user", "a user namespace file is not taken");
+	/* the daemon never reads a namespace: the mount command puts its maps in the options */
+	refused("X-mount.idmap=/proc/1/ns/user", "read by the mount command only");
 	refused("X-mount.idmap", "needs a value");
 	accepted("X-mount.idmap=b:0:100000:65536", &o);
 	CHECK(sfs_opts_remount(&o, "remount,ro,X-mount.idmap=u:0:100000:65536 g:0:100000:65536",
