@@ -1,6 +1,7 @@
 #!/bin/bash
 # Coherence between views (contract §4.3): a change made through view A is seen through view B as
 # soon as the call returns. B looks at each object first, so that it has it cached.
+# transport-independent: test_coherence_reaches_256_views: a notice is written to each view's /dev/fuse whatever carries its requests; 256 views serving over io_uring are carried by t_stress's test_stress_short in both passes
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 coh_setup() {

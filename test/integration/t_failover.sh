@@ -9,6 +9,7 @@
 # transport-independent: test_failover_locks_held_across_kills: the held locks cross each kill in the handover state, whatever carries requests; an io_uring successor is carried by test_failover_sigkill_keeps_views, test_failover_lock_waiters_survive_a_kill and test_slow_failover_kills_under_load in both passes
 # transport-independent: test_failover_upgrade_refused_for_a_binary_that_cannot_take_over: which binary an upgrade accepts; a handover over io_uring is carried by test_failover_upgrade_keeps_views_and_files in both passes
 # transport-independent: test_failover_crash_with_an_incompatible_binary_installed: which binary the keeper runs; a crash's handover over io_uring is carried by test_failover_sigkill_keeps_views in both passes
+# transport-independent: test_failover_with_a_system_log: what the failover tells the system log; an io_uring successor is carried by test_failover_sigkill_keeps_views in both passes
 
 four_views() { # views of LOOP at A (acl), N (noacl,nouser_xattr), C (casefold), Q (quota)
 	view "" "$LOOP" "$A"

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Control and lifecycle (contract §2, §6): status, external umount, last view, SIGTERM (also for a
 # view in another mount namespace), the control socket, and the daemon's detachment.
+# transport-independent: test_syslog_lines: the lines a mount, a refusal and an unmount log, before or after any request
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 two_image_views() {
