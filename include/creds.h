@@ -31,6 +31,11 @@ uid_t sfs_creds_uid(void);
  * and says so; _unscope gives them back. */
 #include <sys/stat.h>
 bool sfs_creds_caps_scope(const struct stat *st);
+
+/* Whether the caller is such a namespace's root holding CAP_FSETID: the kernel then keeps the
+ * set-group-ID bit of a chmod by it on a file of a group it is not in (setattr_prepare, with
+ * the mount's idmapping), which the backing would clear for the disk id without it. */
+bool sfs_creds_ns_fsetid(void);
 void sfs_creds_caps_unscope(void);
 gid_t sfs_creds_gid(void);
 

@@ -28,6 +28,7 @@ struct thread_creds {
 	/* or, through an idmapped view, the file capabilities a namespace's root holds over
 	 * every id of the map (mapped_caller), and that map */
 	unsigned long long caps;
+	bool ns_fsetid; /* and CAP_FSETID there too (sfs_creds_ns_fsetid) */
 	const struct sfs_idmap *map;
 	mode_t umask;
 	/* supplementary groups: valid for (pid, uid, gid) until groups_expiry */
@@ -50,6 +51,7 @@ struct caller {
 	gid_t gid;
 	bool privileged;
 	unsigned long long caps;
+	bool ns_fsetid;
 	int ngroups;
 	gid_t groups[MAX_GROUPS];
 };
@@ -210,14 +212,18 @@ static int mapped_caller(const struct fuse_ctx *ctx, const struct sfs_idmap *map
 		c->gid = ctx->gid != (gid_t)-1 ? ctx->gid : NOBODY_ID;
 		c->privileged = false;
 		c->caps = 0;
+		c->ns_fsetid = false;
 		return 0;
 	}
 	c->privileged = h.fsuid == 0;
 	c->caps = 0;
-	if (!c->privileged && (h.cap_eff & NS_FILE_CAPS) &&
+	c->ns_fsetid = false;
+	if (!c->privileged && (h.cap_eff & (NS_FILE_CAPS | 1ull << CAP_FSETID)) &&
 	    userns_covers(ctx->pid, "uid_map", map->uid, map->nuid) &&
-	    userns_covers(ctx->pid, "gid_map", map->gid, map->ngid))
+	    userns_covers(ctx->pid, "gid_map", map->gid, map->ngid)) {
 		c->caps = h.cap_eff & NS_FILE_CAPS;
+		c->ns_fsetid = h.cap_eff & (1ull << CAP_FSETID);
+	}
 	c->uid = (id = sfs_idmap_uid_to_disk(map, h.fsuid)) != SFS_IDMAP_NONE ? id : NOBODY_ID;
 	c->gid = (id = sfs_idmap_gid_to_disk(map, h.fsgid)) != SFS_IDMAP_NONE ? id : NOBODY_ID;
 	for (int i = 0; i < h.ngroups; i++)
@@ -266,6 +272,7 @@ static int become(fuse_req_t req, const struct fuse_ctx *ctx, const struct calle
 	}
 	tc.privileged = c->privileged;
 	tc.caps = c->caps;
+	tc.ns_fsetid = c->ns_fsetid;
 	/* Every permitted capability for root, none for anyone else: setfsuid drops only the
 	 * file-system capabilities, and the others (CAP_SYS_RESOURCE: ext4's blocks reserved for
 	 * root; CAP_SYS_ADMIN, CAP_SETFCAP, ...) would otherwise act for an ordinary user's
@@ -291,9 +298,15 @@ int sfs_creds_enter(fuse_req_t req, const struct sfs_idmap *map)
 		c.gid = ctx->gid;
 		c.privileged = ctx->uid == 0;
 		c.caps = 0;
+		c.ns_fsetid = false;
 		c.ngroups = -1;
 	}
 	return become(req, ctx, &c);
+}
+
+bool sfs_creds_ns_fsetid(void)
+{
+	return tc.ns_fsetid;
 }
 
 bool sfs_creds_caps_scope(const struct stat *st)

@@ -77,8 +77,9 @@ void op_statx(fuse_req_t req, fuse_ino_t ino, uint32_t flags, uint32_t mask,
 
 /* A mode change whose only effect is clearing set-id bits is what a kernel that did not take
  * FUSE_HANDLE_KILLPRIV_V2 (fuse_io.h) sends before a write, truncate or chown by a
- * non-owner; it must succeed, so it is done with CAP_FOWNER. Any other chmod runs as the
- * caller. */
+ * non-owner; it must succeed, so it is done with CAP_FOWNER. So is the chmod of an idmapped
+ * view's namespace root holding CAP_FSETID, whose set-group-ID bit the kernel has weighed
+ * (sfs_creds_ns_fsetid). Any other chmod runs as the caller. */
 static bool only_clears_setid(mode_t old, mode_t new)
 {
 	old &= 07777;
@@ -98,7 +99,7 @@ static int set_mode(struct req *q, struct held *h, mode_t mode)
 	if (S_ISLNK(st.st_mode))
 		return -EOPNOTSUPP;
 	fd_path(path, h->fd);
-	if (only_clears_setid(st.st_mode, mode)) {
+	if (only_clears_setid(st.st_mode, mode) || sfs_creds_ns_fsetid()) {
 		sfs_priv_begin(SFS_PRIV_FOWNER);
 		rc = chmod(path, mode & 07777) < 0 ? -errno : 0;
 		sfs_priv_end();

@@ -207,6 +207,9 @@ test_namespace_root() {
 			stat -c \"%u:%g %n\" c o600 d/w'"
 	ondisk c o600 d/w
 	same "may not chown to an id its namespace lacks" "$ns chown 70000 \$R/c"
+	same "keeps the set-group-ID bit it sets on a file of a group it is not in" \
+		"$ns sh -c 'touch \$R/sg1 && chown 0:1001 \$R/sg1 && chmod 2755 \$R/sg1 && stat -c %a \$R/sg1'"
+	ondisk sg1
 	same "sets ACLs for its users" \
 		"$ns sh -c 'setfacl -m u:1001:r \$R/c && getfacl -n \$R/c | grep -v \"^#\"'"
 	assert_eq "$(getfacl -n "$NAT/c" | grep -v '^#')" "$(getfacl -n "$P/c" | grep -v '^#')" \
