@@ -49,6 +49,14 @@ uint32_t sfs_idmap_gid_to_disk(const struct sfs_idmap *m, uint32_t host);
 uint32_t sfs_idmap_uid_to_host(const struct sfs_idmap *m, uint32_t disk);
 uint32_t sfs_idmap_gid_to_host(const struct sfs_idmap *m, uint32_t disk);
 
+/* The user namespace maps of process pid as the daemon's namespace sees them (host ids in the
+ * second column, taken as the extents' host side). Returns 0, or -errno (-E2BIG: more than
+ * SFS_IDMAP_EXTENTS of a kind). */
+int sfs_idmap_read_pid(pid_t pid, struct sfs_idmap *m);
+
+/* Whether every host id of m, uids and gids, lies in one extent of outer. */
+bool sfs_idmap_covers(const struct sfs_idmap *outer, const struct sfs_idmap *m);
+
 /* The map in util-linux's syntax, one extent per entry ("u:0:100000:65536 g:..."). */
 char *sfs_idmap_format(const struct sfs_idmap *m, char *buf, size_t len);
 

@@ -165,28 +165,6 @@ static bool read_host_ids(pid_t tid, struct host_ids *h)
 	(1ull << CAP_DAC_OVERRIDE | 1ull << CAP_DAC_READ_SEARCH | 1ull << CAP_FOWNER |      \
 	 1ull << CAP_CHOWN)
 
-/* Whether the user namespace of thread tid maps every host id in list (its /proc map, read
- * from the daemon's namespace, gives host ids in the second column). */
-static bool userns_covers(pid_t tid, const char *file, const struct sfs_idmap_extent *list, int n)
-{
-	char path[48], buf[1024], *line;
-	unsigned long inner, outer, count;
-	bool covered[SFS_IDMAP_EXTENTS] = {false};
-
-	snprintf(path, sizeof(path), "/proc/%d/%s", (int)tid, file);
-	if (sfs_read_text(path, buf, sizeof(buf)) <= 0)
-		return false;
-	for (line = buf; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
-		if (sscanf(line, "%lu %lu %lu", &inner, &outer, &count) == 3)
-			for (int i = 0; i < n; i++)
-				covered[i] |= list[i].host >= outer &&
-				              list[i].host + (uint64_t)list[i].count <= outer + (uint64_t)count;
-	for (int i = 0; i < n; i++)
-		if (!covered[i])
-			return false;
-	return true;
-}
-
 /* A header id on an idmapped view: none (-1), the mapped id (a creation), or the caller's own
  * (a request the kernel filled in before the INIT reply's flag took effect: the first STATFS
  * of a new view comes so, doc/kernel.md §3). Anything else is another mapping's. */
@@ -204,6 +182,7 @@ static bool header_agrees(uint32_t header, uint32_t mapped, uint32_t host)
 static int mapped_caller(const struct fuse_ctx *ctx, const struct sfs_idmap *map, struct caller *c)
 {
 	struct host_ids h = {.fsuid = NOBODY_ID, .fsgid = NOBODY_ID};
+	struct sfs_idmap ns; /* the caller's user namespace, when its capabilities may count */
 	uint32_t id;
 
 	c->ngroups = 0;
@@ -219,8 +198,7 @@ static int mapped_caller(const struct fuse_ctx *ctx, const struct sfs_idmap *map
 	c->caps = 0;
 	c->ns_fsetid = false;
 	if (!c->privileged && (h.cap_eff & (NS_FILE_CAPS | 1ull << CAP_FSETID)) &&
-	    userns_covers(ctx->pid, "uid_map", map->uid, map->nuid) &&
-	    userns_covers(ctx->pid, "gid_map", map->gid, map->ngid)) {
+	    sfs_idmap_read_pid(ctx->pid, &ns) == 0 && sfs_idmap_covers(&ns, map)) {
 		c->caps = h.cap_eff & NS_FILE_CAPS;
 		c->ns_fsetid = h.cap_eff & (1ull << CAP_FSETID);
 	}

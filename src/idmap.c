@@ -184,17 +184,18 @@ char *sfs_idmap_format(const struct sfs_idmap *m, char *buf, size_t len)
 }
 
 /* The lines of a /proc/PID/uid_map or gid_map read from the daemon's namespace: "inside outside
- * count", inside the disk id an idmapped mount shows as the outside one. */
+ * count", inside the disk id an idmapped mount shows as the outside one. Only whole lines
+ * count: a read cut short never yields a shortened number. */
 static int read_map(pid_t pid, const char *file, struct sfs_idmap_extent *list, int *n)
 {
-	char path[64], buf[SFS_IDMAP_EXTENTS * 40 + 64], *line;
+	char path[64], buf[SFS_IDMAP_EXTENTS * 40 + 64], *line, *nl;
 	unsigned long inner, outer, count;
 
 	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
 	if (sfs_read_text(path, buf, sizeof(buf)) < 0)
 		return -errno;
 	*n = 0;
-	for (line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+	for (line = buf; (nl = strchr(line, '\n')); line = nl + 1) {
 		if (sscanf(line, "%lu %lu %lu", &inner, &outer, &count) != 3)
 			continue;
 		if (*n == SFS_IDMAP_EXTENTS)
@@ -202,6 +203,38 @@ static int read_map(pid_t pid, const char *file, struct sfs_idmap_extent *list, 
 		list[(*n)++] = (struct sfs_idmap_extent){inner, outer, count};
 	}
 	return 0;
+}
+
+int sfs_idmap_read_pid(pid_t pid, struct sfs_idmap *m)
+{
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	if ((rc = read_map(pid, "uid_map", m->uid, &m->nuid)))
+		return rc;
+	return read_map(pid, "gid_map", m->gid, &m->ngid);
+}
+
+static bool extents_cover(const struct sfs_idmap_extent *outer, int nouter,
+                          const struct sfs_idmap_extent *list, int n)
+{
+	for (int i = 0; i < n; i++) {
+		bool in = false;
+
+		for (int j = 0; j < nouter && !in; j++)
+			in = list[i].host >= outer[j].host &&
+			     list[i].host + (uint64_t)list[i].count <=
+			             outer[j].host + (uint64_t)outer[j].count;
+		if (!in)
+			return false;
+	}
+	return true;
+}
+
+bool sfs_idmap_covers(const struct sfs_idmap *outer, const struct sfs_idmap *m)
+{
+	return extents_cover(outer->uid, outer->nuid, m->uid, m->nuid) &&
+	       extents_cover(outer->gid, outer->ngid, m->gid, m->ngid);
 }
 
 /* "disk host count" lines, as /proc/PID/uid_map takes them in one write. */
@@ -350,8 +383,8 @@ int sfs_idmap_read_userns(const char *path, const char *name, struct sfs_idmap *
 	}
 	if ((pid = namespace_child(fd, &hold)) < 0)
 		rc = (int)pid;
-	if (!rc && !(rc = read_map(pid, "uid_map", m->uid, &m->nuid)))
-		rc = read_map(pid, "gid_map", m->gid, &m->ngid);
+	if (!rc)
+		rc = sfs_idmap_read_pid(pid, m);
 	if (pid > 0)
 		end_child(pid, hold);
 	if (!rc && !sfs_idmap_active(m))
