@@ -149,7 +149,8 @@ static bool read_host_ids(pid_t tid, struct host_ids *h)
 		else if (!strncmp(line, "Groups:", 7))
 			for (char *p = line + 7, *end; h->ngroups < MAX_GROUPS; p = end) {
 				unsigned long g = strtoul(p, &end, 10);
-				if (end == p)
+				/* a number the read cut short is no group of the caller's */
+				if (end == p || (*end != ' ' && *end != '\n'))
 					break;
 				h->groups[h->ngroups++] = g;
 			}
