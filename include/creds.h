@@ -17,12 +17,23 @@
 
 /* Switches the calling thread to the request's caller: the header's ids, or, through a view
  * idmapped with map (NULL or inactive: none), the ids map gives the calling thread's own
- * (mapped_caller in creds.c). Returns 0 or -errno. */
-int sfs_creds_enter(fuse_req_t req, const struct sfs_idmap *map);
+ * (mapped_caller in creds.c). resuid: the uid ext4 lends its reserved blocks to. Returns 0
+ * or -errno. */
+int sfs_creds_enter(fuse_req_t req, const struct sfs_idmap *map, uid_t resuid);
 
 /* The fsuid and fsgid the calling thread acts as (after sfs_creds_enter): the caller's on
  * disk, which the header lacks on an idmapped view. */
 uid_t sfs_creds_uid(void);
+
+/* Before a call that writes a file's data (write, fallocate, copy_file_range): ext4 lends
+ * its reserved blocks by the writer's fsuid, so a caller of an idmapped view whose disk id is
+ * resuid but whose own id is not (a container's root, 0 on disk) writes as an id nothing has,
+ * as a native idmapped mount would lend it nothing. Nobody else changes. 0 or -errno. */
+int sfs_creds_for_data(void);
+
+/* Whether the caller is such a one: a creation, which must be owned by its disk id, would
+ * take ext4's reserved blocks it has no right to (req_room_above_reserve looks first). */
+bool sfs_creds_borrows_reserve(void);
 
 /* A namespace's root acting through an idmapped view holds its file capabilities for every
  * object, where the kernel grants them only over objects whose owner and group the map

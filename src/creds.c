@@ -22,8 +22,10 @@
 
 struct thread_creds {
 	bool ready;
-	uid_t uid;
+	uid_t uid; /* the fsuid the thread has now */
 	gid_t gid;
+	uid_t caller_uid; /* whom the request acts for on disk (sfs_creds_uid) */
+	uid_t data_uid;   /* and the fsuid its writes of data take (sfs_creds_for_data) */
 	bool privileged; /* every permitted capability effective: the caller is root */
 	/* or, through an idmapped view, the file capabilities a namespace's root holds over
 	 * every id of the map (mapped_caller), and that map */
@@ -49,6 +51,7 @@ static __thread struct thread_creds tc;
 struct caller {
 	uid_t uid;
 	gid_t gid;
+	uid_t data_uid;
 	bool privileged;
 	unsigned long long caps;
 	bool ns_fsetid;
@@ -72,6 +75,7 @@ static int thread_init(void)
 		return -errno;
 	tc.uid = syscall(SYS_setfsuid, -1);
 	tc.gid = syscall(SYS_setfsgid, -1);
+	tc.caller_uid = tc.data_uid = tc.uid;
 	tc.umask = umask(0);
 	tc.umask = 0;
 	tc.ngroups = -1;
@@ -174,13 +178,26 @@ static bool header_agrees(uint32_t header, uint32_t mapped, uint32_t host)
 	return header == (uint32_t)-1 || header == mapped || header == host;
 }
 
+/* Whether acting as c's disk id would let ext4 lend the caller its reserved blocks, which it
+ * lends by the writer's own fsuid (ext4_has_free_clusters): a native idmapped mount would not,
+ * for a caller whose host id is not resuid and who is not the host's root (CAP_SYS_RESOURCE).
+ * Such a caller's data is written as an id nothing has (sfs_creds_for_data), and its
+ * creations, which must be owned by the disk id, look for room above the reserve first
+ * (sfs_creds_borrows_reserve). The other way (a host resuid acting as another disk id) is
+ * refused at mount (daemon_views.c, idmap_allows). */
+static bool lends_reserve_wrongly(const struct caller *c, uid_t host_uid, uid_t resuid)
+{
+	return !c->privileged && c->uid == resuid && host_uid != resuid;
+}
+
 /* A request through an idmapped view: the kernel sends the ids of the new object with a
  * creation and none with anything else (doc/kernel.md §3). The caller acts as the ids the
  * view's map gives its host ids, groups the map leaves out dropped, with capabilities only
  * when it is the host's root; one the map leaves out acts as an id nothing has. A creation
  * whose ids are not the map's came through a mount the view's map is not (open_tree_attr
  * by the host's root): refused, as the daemon could not tell whom it acts for. */
-static int mapped_caller(const struct fuse_ctx *ctx, const struct sfs_idmap *map, struct caller *c)
+static int mapped_caller(const struct fuse_ctx *ctx, const struct sfs_idmap *map, uid_t resuid,
+                         struct caller *c)
 {
 	struct host_ids h = {.fsuid = NOBODY_ID, .fsgid = NOBODY_ID};
 	struct sfs_idmap ns; /* the caller's user namespace, when its capabilities may count */
@@ -190,6 +207,7 @@ static int mapped_caller(const struct fuse_ctx *ctx, const struct sfs_idmap *map
 	if (!read_host_ids(ctx->pid, &h)) {
 		c->uid = ctx->uid != (uid_t)-1 ? ctx->uid : NOBODY_ID;
 		c->gid = ctx->gid != (gid_t)-1 ? ctx->gid : NOBODY_ID;
+		c->data_uid = c->uid != resuid ? c->uid : NOBODY_ID;
 		c->privileged = false;
 		c->caps = 0;
 		c->ns_fsetid = false;
@@ -205,12 +223,19 @@ static int mapped_caller(const struct fuse_ctx *ctx, const struct sfs_idmap *map
 	}
 	c->uid = (id = sfs_idmap_uid_to_disk(map, h.fsuid)) != SFS_IDMAP_NONE ? id : NOBODY_ID;
 	c->gid = (id = sfs_idmap_gid_to_disk(map, h.fsgid)) != SFS_IDMAP_NONE ? id : NOBODY_ID;
+	c->data_uid = lends_reserve_wrongly(c, h.fsuid, resuid) ? NOBODY_ID : c->uid;
 	for (int i = 0; i < h.ngroups; i++)
 		if ((id = sfs_idmap_gid_to_disk(map, h.groups[i])) != SFS_IDMAP_NONE)
 			c->groups[c->ngroups++] = id;
 	if (!header_agrees(ctx->uid, c->uid, h.fsuid) || !header_agrees(ctx->gid, c->gid, h.fsgid))
 		return -EPERM;
 	return 0;
+}
+
+/* The effective capabilities become() left for the caller. */
+static int caller_caps(void)
+{
+	return tc.caps ? sfs_priv_effective_mask(tc.caps) : sfs_priv_effective(tc.privileged);
 }
 
 static int become(fuse_req_t req, const struct fuse_ctx *ctx, const struct caller *c)
@@ -249,6 +274,8 @@ static int become(fuse_req_t req, const struct fuse_ctx *ctx, const struct calle
 			return -EPERM;
 		tc.uid = c->uid;
 	}
+	tc.caller_uid = c->uid;
+	tc.data_uid = c->data_uid;
 	tc.privileged = c->privileged;
 	tc.caps = c->caps;
 	tc.ns_fsetid = c->ns_fsetid;
@@ -257,10 +284,10 @@ static int become(fuse_req_t req, const struct fuse_ctx *ctx, const struct calle
 	 * root; CAP_SYS_ADMIN, CAP_SETFCAP, ...) would otherwise act for an ordinary user's
 	 * request (contract §4.1). A namespace's root through an idmapped view: its file
 	 * capabilities, which the kernel has already weighed for what the request names. */
-	return c->caps ? sfs_priv_effective_mask(c->caps) : sfs_priv_effective(c->privileged);
+	return caller_caps();
 }
 
-int sfs_creds_enter(fuse_req_t req, const struct sfs_idmap *map)
+int sfs_creds_enter(fuse_req_t req, const struct sfs_idmap *map, uid_t resuid)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct caller c;
@@ -270,11 +297,12 @@ int sfs_creds_enter(fuse_req_t req, const struct sfs_idmap *map)
 		return rc;
 	tc.map = map && sfs_idmap_active(map) ? map : NULL;
 	if (tc.map) {
-		if ((rc = mapped_caller(ctx, map, &c)))
+		if ((rc = mapped_caller(ctx, map, resuid, &c)))
 			return rc;
 	} else {
 		c.uid = ctx->uid; /* field by field: the groups array is not read */
 		c.gid = ctx->gid;
+		c.data_uid = ctx->uid;
 		c.privileged = ctx->uid == 0;
 		c.caps = 0;
 		c.ns_fsetid = false;
@@ -304,7 +332,28 @@ void sfs_creds_caps_unscope(void)
 
 uid_t sfs_creds_uid(void)
 {
-	return tc.uid;
+	return tc.caller_uid;
+}
+
+bool sfs_creds_borrows_reserve(void)
+{
+	return tc.data_uid != tc.caller_uid;
+}
+
+int sfs_creds_for_data(void)
+{
+	int rc;
+
+	if (tc.uid == tc.data_uid)
+		return 0;
+	if ((rc = sfs_priv_effective(true)))
+		return rc;
+	syscall(SYS_setfsuid, tc.data_uid);
+	sfs_priv_fsuid_changed();
+	if ((uid_t)syscall(SYS_setfsuid, -1) != tc.data_uid)
+		return -EPERM;
+	tc.uid = tc.data_uid; /* the next request's become() switches back */
+	return caller_caps();
 }
 
 gid_t sfs_creds_gid(void)
@@ -355,6 +404,8 @@ int sfs_creds_backing_begin(bool as_caller)
 
 	if (!tc.ready && (rc = thread_init()))
 		return rc;
+	if (as_caller && (rc = sfs_creds_for_data()))
+		return rc;
 	reg.active = true;
 	reg.ids_changed = reg.caps_changed = false;
 	if (as_caller && tc.privileged)
@@ -403,7 +454,7 @@ void sfs_creds_backing_end(void)
 
 struct sfs_cred_key sfs_creds_key(void)
 {
-	struct sfs_cred_key k = {tc.uid, tc.gid, 1469598103934665603ull};
+	struct sfs_cred_key k = {tc.data_uid, tc.gid, 1469598103934665603ull};
 
 	for (int i = 0; !tc.privileged && i < tc.ngroups; i++)
 		k.groups = (k.groups ^ tc.groups[i]) * 1099511628211ull;
@@ -427,7 +478,7 @@ bool sfs_creds_write_privileged(uid_t resuid, gid_t resgid, const struct stat *s
 	bool keeps_sgid = st && (st->st_mode & (S_ISGID | S_IXGRP)) == S_ISGID &&
 	                  caller_in_group(st->st_gid);
 
-	return tc.privileged || tc.uid == resuid || (resgid != 0 && caller_in_group(resgid)) ||
+	return tc.privileged || tc.data_uid == resuid || (resgid != 0 && caller_in_group(resgid)) ||
 	       keeps_sgid;
 }
 
@@ -437,7 +488,7 @@ bool sfs_mode_allows(const struct stat *st, int mask)
 
 	if (tc.privileged)
 		return true;
-	if (st->st_uid == tc.uid)
+	if (st->st_uid == tc.caller_uid)
 		bits = st->st_mode >> 6;
 	else if (caller_in_group(st->st_gid))
 		bits = st->st_mode >> 3;
@@ -475,7 +526,7 @@ bool sfs_creds_sticky_refuses(const struct stat *dir, const struct stat *st)
 	int level;
 
 	if (!(dir->st_mode & S_ISVTX) || !S_ISREG(st->st_mode) || dir->st_uid == st->st_uid ||
-	    st->st_uid == tc.uid)
+	    st->st_uid == tc.caller_uid)
 		return false;
 	if (!(dir->st_mode & (S_IWOTH | S_IWGRP)) || !(level = protected_regular()))
 		return false;

@@ -99,27 +99,28 @@ static int backing_allows(struct sfs_daemon *d, const struct sfs_opts *o, char *
 }
 
 /* An idmapped view acts on the backing as the ids its map gives the caller, but ext4 lends its
- * reserved blocks by the writer's own fsuid (and groups): where the map gives resuid or resgid
- * another host id, a caller would get the reserve that a native idmapped mount refuses it,
- * or be refused it where that mount lends it. Refused by name while ext4 reserves blocks. */
+ * reserved blocks by the writer's own fsuid (and groups). Where the map gives resuid's disk id
+ * to another host id, the daemon writes that caller's data as nobody and looks for room above
+ * the reserve before its creations (creds.h, sfs_creds_for_data). The other way round cannot
+ * be made up for: the host's resuid (other than root, who has CAP_SYS_RESOURCE) acting as
+ * another disk id, or a resgid the map moves either way, would be refused the reserve a native
+ * idmapped mount lends, or lent what it refuses. Refused by name while ext4 reserves blocks. */
 static int idmap_allows(const struct sfs_backing *b, const struct sfs_opts *o, char *err,
                         size_t errlen)
 {
 	const struct sfs_idmap *m = &o->idmap;
-	uint32_t u[2] = {sfs_idmap_uid_to_host(m, b->resuid), sfs_idmap_uid_to_disk(m, b->resuid)};
+	uint32_t u = sfs_idmap_uid_to_disk(m, b->resuid);
 	uint32_t g[2] = {sfs_idmap_gid_to_host(m, b->resgid), sfs_idmap_gid_to_disk(m, b->resgid)};
-	bool moves_uid = false, moves_gid = false;
+	bool moves_uid = b->resuid != 0 && u != SFS_IDMAP_NONE && u != b->resuid, moves_gid = false;
 
 	if (!sfs_idmap_active(m) || !sfs_backing_reserved_blocks(b))
 		return 0;
-	for (int i = 0; i < 2; i++) {
-		moves_uid |= u[i] != SFS_IDMAP_NONE && u[i] != b->resuid;
+	for (int i = 0; i < 2; i++)
 		moves_gid |= b->resgid != 0 && g[i] != SFS_IDMAP_NONE && g[i] != b->resgid;
-	}
 	if (!moves_uid && !moves_gid)
 		return 0;
 	sfs_errf(err, errlen, o->idmap_name,
-	         "the backing reserves blocks for %s %u, which the map gives to another id, and "
+	         "the backing reserves blocks for %s %u, which the map gives another id, and "
 	         "ext4 lends them by the writer's own id (reserve none: tune2fs -r 0, or for an id "
 	         "outside the map: tune2fs -%c)", moves_uid ? "uid" : "gid",
 	         moves_uid ? (unsigned)b->resuid : (unsigned)b->resgid, moves_uid ? 'u' : 'g');

@@ -301,9 +301,10 @@ int reserve_new(struct req *q, struct held *p, enum make_kind kind, const char *
 	int64_t bytes = 0;
 	gid_t gid = sfs_creds_gid(); /* on disk: an idmapped view's header may hold others */
 	struct stat st;
+	int rc;
 
-	if (!q->r.view->prof->limits)
-		return 0;
+	if ((rc = req_room_above_reserve(q)) || !q->r.view->prof->limits)
+		return rc;
 	if (stat_fd(p->fd, &st) == 0 && (st.st_mode & S_ISGID))
 		gid = st.st_gid;
 	if (kind == MAKE_DIR || (kind == MAKE_SYMLINK && strlen(target) >= 60))
@@ -458,6 +459,8 @@ static int begin_rename(struct req *q, fuse_req_t req, fuse_ino_t parent, const 
 	    (rc = sfs_policy_name(q->r.view, (*p)->node, name, false)) ||
 	    (rc = sfs_policy_name(q->r.view, (*np)->node, newname, true)))
 		return rc;
+	if ((rc = req_room_above_reserve(q)))
+		return rc;
 	return sfs_quota_may_move(req_ledger(q), (*p)->node, (*p)->fd, (*np)->node, (*np)->fd);
 }
 
@@ -496,6 +499,7 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *n
 		goto out;
 	if ((rc = req_hold(&q, ino, &c.linked)) || (rc = req_hold(&q, newparent, &c.dir)) ||
 	    (rc = sfs_policy_name(q.r.view, c.dir->node, newname, true)) ||
+	    (rc = req_room_above_reserve(&q)) ||
 	    (rc = sfs_quota_may_move(req_ledger(&q), c.linked->node, c.linked->fd, c.dir->node,
 	                             c.dir->fd)))
 		goto out;

@@ -470,7 +470,8 @@ void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t 
 	if (!n && (n = fd = writeback_fd(q.r.view, f, fi->writepage)) >= 0) {
 		bool appends = fd == f->fd && f->append;
 		if (!appends || !intent_start_append(&q, fd, fuse_buf_size(in), &n)) {
-			n = write_to(f, fd, in, off);
+			n = sfs_creds_for_data();
+			n = n ? n : write_to(f, fd, in, off);
 			if (appends)
 				intent_done(&q, (int)n);
 		}
@@ -537,7 +538,8 @@ void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len
 	if (!(mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_COLLAPSE_RANGE)) &&
 	    (rc = req_reserve_alloc(&q, n, f->fd, off, len)))
 		goto out;
-	rc = fallocate(f->fd, mode, off, len) < 0 ? -errno : 0;
+	if (!(rc = sfs_creds_for_data()))
+		rc = fallocate(f->fd, mode, off, len) < 0 ? -errno : 0;
 	sfs_quota_sync(req_ledger(&q), n, NULL, f->fd);
 	if (!rc)
 		sfs_coh_data(q.r.view, n, off, len);
@@ -571,7 +573,7 @@ void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		n = -EINVAL;
 	if (!n)
 		n = req_reserve_alloc(&q, node, out->fd, off_out, len);
-	if (!n) {
+	if (!n && !(n = sfs_creds_for_data())) {
 		n = copy_file_range(in->fd, &off_in, out->fd, &off_out, len, flags);
 		n = n < 0 ? -errno : n;
 	}

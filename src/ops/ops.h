@@ -72,6 +72,10 @@ int req_begin(struct req *q, fuse_req_t req);
 void req_charge(struct req *q);
 /* A request that changes anything: req_begin, req_charge, and the view must allow it. */
 int req_begin_change(struct req *q, fuse_req_t req);
+/* Before a creation (or a name, or an xattr, that may take a block) by a caller who would
+ * borrow ext4's reserve acting as its disk id (creds.h): ENOSPC unless the backing has room
+ * for it above the reserve, as a native idmapped mount gives it no more. Else 0. */
+int req_room_above_reserve(struct req *q);
 /* Holds node ino of the request's view until the reply; *out is the frame's slot. */
 int req_hold(struct req *q, fuse_ino_t ino, struct held **out);
 

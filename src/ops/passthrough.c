@@ -133,7 +133,7 @@ static bool registers_as_caller(struct sfs_view *v, const struct stat *st, bool 
 		return false;
 	if (writes)
 		return true;
-	return st->st_uid == sfs_creds_key().uid && !(st->st_mode & 022);
+	return st->st_uid == sfs_creds_uid() && !(st->st_mode & 022);
 }
 
 /* A new backing file for n, open as fd, with the credentials its I/O will run with

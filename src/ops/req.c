@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "coherence.h"
@@ -33,7 +34,7 @@ void req_start(struct req *q, fuse_req_t req)
 int req_begin(struct req *q, fuse_req_t req)
 {
 	req_start(q, req);
-	return sfs_creds_enter(req, &q->r.view->prof->opts.idmap);
+	return sfs_creds_enter(req, &q->r.view->prof->opts.idmap, q->r.view->svc->backing->resuid);
 }
 
 struct sfs_quota *req_ledger(const struct req *q)
@@ -53,6 +54,23 @@ int req_begin_change(struct req *q, fuse_req_t req)
 
 	req_charge(q);
 	return rc ? rc : sfs_policy_modify(q->r.view);
+}
+
+/* The most blocks one creation takes from ext4: a directory's first block or the new block
+ * of the one it is named in, an index block its htree splits into, an extent block, and an
+ * xattr block for an inherited default ACL. */
+#define CREATION_BLOCKS 8
+
+int req_room_above_reserve(struct req *q)
+{
+	struct statvfs s;
+
+	if (!sfs_creds_borrows_reserve())
+		return 0;
+	if (fstatvfs(q->r.view->svc->backing->root_fd, &s) < 0)
+		return -errno;
+	/* f_bavail: the free blocks above the reserve, less those delayed allocation holds */
+	return s.f_bavail >= CREATION_BLOCKS ? 0 : -ENOSPC;
 }
 
 int req_hold(struct req *q, fuse_ino_t ino, struct held **out)
