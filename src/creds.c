@@ -14,10 +14,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "caller.h"
 #include "priv.h"
 #include "util.h"
 
-#define MAX_GROUPS 256
+#define MAX_GROUPS SFS_CALLER_MAX_GROUPS
 #define GROUPS_TTL_NS 1000000000ll
 
 struct thread_creds {
@@ -121,47 +122,6 @@ static int set_groups(fuse_req_t req, const struct fuse_ctx *ctx)
 	return 0;
 }
 
-/* The fields of /proc/TID/status a request through an idmapped view acts by, in the daemon's
- * user namespace (the host's ids): fsuid, fsgid, supplementary groups. The header's pid is
- * the calling thread's, which cannot end or change its ids while the kernel waits for this
- * answer (doc/kernel.md §3). */
-struct host_ids {
-	uid_t fsuid;
-	gid_t fsgid;
-	unsigned long long cap_eff;
-	int ngroups;
-	gid_t groups[MAX_GROUPS];
-};
-
-static bool read_host_ids(pid_t tid, struct host_ids *h)
-{
-	char path[40], buf[4096], *line;
-	unsigned long a, b, c, d;
-	bool uid = false, gid = false;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
-	if (tid <= 0 || sfs_read_text(path, buf, sizeof(buf)) <= 0)
-		return false;
-	h->ngroups = 0;
-	for (line = buf; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
-		if (sscanf(line, "Uid: %lu %lu %lu %lu", &a, &b, &c, &d) == 4)
-			h->fsuid = d, uid = true;
-		else if (sscanf(line, "Gid: %lu %lu %lu %lu", &a, &b, &c, &d) == 4)
-			h->fsgid = d, gid = true;
-		else if (sscanf(line, "CapEff: %llx", &h->cap_eff) == 1)
-			continue;
-		else if (!strncmp(line, "Groups:", 7))
-			for (char *p = line + 7, *end; h->ngroups < MAX_GROUPS; p = end) {
-				unsigned long g = strtoul(p, &end, 10);
-				/* a number the read cut short is no group of the caller's */
-				if (end == p || (*end != ' ' && *end != '\n'))
-					break;
-				h->groups[h->ngroups++] = g;
-			}
-	}
-	return uid && gid;
-}
-
 /* The capabilities over files a user namespace's root has over the ids of an idmapped
  * mount (capable_wrt_inode_uidgid): to read, search and write past the mode bits, to act
  * as an owner, to give files away. Not CAP_FSETID, which a write asks for in the host's
@@ -199,12 +159,11 @@ static bool lends_reserve_wrongly(const struct caller *c, uid_t host_uid, uid_t 
 static int mapped_caller(const struct fuse_ctx *ctx, const struct sfs_idmap *map, uid_t resuid,
                          struct caller *c)
 {
-	struct host_ids h = {.fsuid = NOBODY_ID, .fsgid = NOBODY_ID};
-	struct sfs_idmap ns; /* the caller's user namespace, when its capabilities may count */
+	struct sfs_caller_ids h = {.fsuid = NOBODY_ID, .fsgid = NOBODY_ID};
 	uint32_t id;
 
 	c->ngroups = 0;
-	if (!read_host_ids(ctx->pid, &h)) {
+	if (!sfs_caller_read(ctx->pid, &h)) {
 		c->uid = ctx->uid != (uid_t)-1 ? ctx->uid : NOBODY_ID;
 		c->gid = ctx->gid != (gid_t)-1 ? ctx->gid : NOBODY_ID;
 		c->data_uid = c->uid != resuid ? c->uid : NOBODY_ID;
@@ -217,7 +176,7 @@ static int mapped_caller(const struct fuse_ctx *ctx, const struct sfs_idmap *map
 	c->caps = 0;
 	c->ns_fsetid = false;
 	if (!c->privileged && (h.cap_eff & (NS_FILE_CAPS | 1ull << CAP_FSETID)) &&
-	    sfs_idmap_read_pid(ctx->pid, &ns) == 0 && sfs_idmap_covers(&ns, map)) {
+	    sfs_caller_ns_covers(ctx->pid, map)) {
 		c->caps = h.cap_eff & NS_FILE_CAPS;
 		c->ns_fsetid = h.cap_eff & (1ull << CAP_FSETID);
 	}
