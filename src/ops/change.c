@@ -98,6 +98,28 @@ static uint64_t ino_of(const struct change_obj *o)
 	return o->st.st_mode ? o->st.st_ino : 0;
 }
 
+/* Whether o's owner or group is outside the idmapped view's map (none: never). */
+static bool unmapped(const struct sfs_view *v, const struct change_obj *o)
+{
+	const struct sfs_idmap *m = &v->prof->opts.idmap;
+
+	return o->st.st_mode && sfs_idmap_active(m) &&
+	       (sfs_idmap_uid_to_host(m, o->st.st_uid) == SFS_IDMAP_NONE ||
+	        sfs_idmap_gid_to_host(m, o->st.st_gid) == SFS_IDMAP_NONE);
+}
+
+/* An idmapped mount refuses to remove, replace or move an object whose ids it does not map,
+ * whoever asks (may_delete: EOVERFLOW, before any permission or sticky check). The kernel
+ * checked the objects its names held when it looked; under the directory locks they may be
+ * others now, or the same given away (a native writer under share=existing), and a namespace's
+ * root would remove them by capabilities the kernel weighed against the old ids. */
+static int refuse_unmapped_victims(struct req *q, const struct change *c)
+{
+	if (c->kind != CHANGE_REMOVE && c->kind != CHANGE_RENAME)
+		return 0;
+	return unmapped(q->r.view, &c->obj) || unmapped(q->r.view, &c->obj2) ? -EOVERFLOW : 0;
+}
+
 bool change_begin(struct req *q, struct change *c, int *rc)
 {
 	struct sfs_view *v = q->r.view;
@@ -115,8 +137,10 @@ bool change_begin(struct req *q, struct change *c, int *rc)
 		obj_open(v, c->dir, c->name, &c->obj);
 	if (c->kind == CHANGE_RENAME)
 		obj_open(v, c->dir2, c->name2, &c->obj2);
-	return !intent_start(q, intent_op(c), c->dir, c->name, c->dir2, c->name2, ino_of(&c->obj),
-	                     ino_of(&c->obj2), rc);
+	if (intent_start(q, intent_op(c), c->dir, c->name, c->dir2, c->name2, ino_of(&c->obj),
+	                 ino_of(&c->obj2), rc))
+		return false; /* answered with the predecessor's result */
+	return !(*rc = refuse_unmapped_victims(q, c));
 }
 
 /* Whether the caller's kernel settled the backing name's dentry by the change itself (made it

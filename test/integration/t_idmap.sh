@@ -348,6 +348,44 @@ _reserve_stays_roots() {
 test_reserve_stays_roots() { _reserve_stays_roots; }
 test_reserve_stays_roots_daemon_path() { _reserve_stays_roots nopassthrough; }
 
+# The kernel checks a removal or a rename against the object a name held when it looked; under
+# share=existing a native writer may give that object away before the daemon acts (the view's
+# kernel keeps the attributes half a second). An idmapped mount removes and moves no object
+# whose ids it does not map (EOVERFLOW): the daemon looks again under its directory lock, so
+# the namespace's root cannot remove, by a CAP_FOWNER the kernel weighed against the old
+# owner, a file in a sticky directory that is no longer its users'.
+test_given_away_meanwhile_stays() {
+	local N=$T_DIR/native V=$T_DIR/v out
+	new_source ex
+	mkdir -p "$N"
+	need mount "$LOOP" "$N"
+	mkdir "$N/st"
+	chown 1000:1000 "$N/st"
+	chmod 1777 "$N/st"
+	echo x >"$N/st/victim"
+	echo y >"$N/st/moved"
+	sfs_mount -o "share=existing,idmap=$MAP" "$LOOP" "$V" || die "mount the idmapped view"
+	coproc NSROOT { python3 "$IDMAP_PY" run "$MAP" -- sh -c "
+		stat -c %u $V/st/victim $V/st/moved; read go
+		rm -f $V/st/victim 2>&1 | sed 's|$V|V|g'; mv $V/st/moved $V/st/moved2 2>&1 | sed 's|$V|V|g'
+		echo done" 2>&1; }
+	read -r -u "${NSROOT[0]}" out && read -r -u "${NSROOT[0]}" out
+	assert_eq 0 "$out" "the namespace's root sees its own file"
+	chown 70000:70000 "$N/st/victim" "$N/st/moved"
+	echo go >&"${NSROOT[1]}"
+	out=$(cat <&"${NSROOT[0]}")
+	wait "$NSROOT_PID" 2>/dev/null
+	# what native ext4 idmapped by the same map answers the same calls on such files
+	mkdir -p "$T_DIR/natm"
+	python3 "$IDMAP_PY" bind "$N" "$T_DIR/natm" "$MAP" || die "idmap the native mount"
+	assert_eq "$(python3 "$IDMAP_PY" run "$MAP" -- sh -c "
+		rm -f $T_DIR/natm/st/victim 2>&1 | sed 's|$T_DIR/natm|V|g'
+		mv $T_DIR/natm/st/moved $T_DIR/natm/st/moved2 2>&1 | sed 's|$T_DIR/natm|V|g'; echo done")" \
+		"$out" "a file given away meanwhile is neither removed nor moved, as native ext4 idmapped"
+	assert_ok test -e "$N/st/victim"
+	assert_ok test -e "$N/st/moved"
+}
+
 # The container of issue 32: a process in a new user namespace (0 -> 100000, 65536 ids) with its
 # own mount namespace gets an idmapped view from the host, and works in it as its root.
 test_container_with_namespace_mount() {
