@@ -275,10 +275,26 @@ bool sfs_creds_ns_fsetid(void)
 	return tc.ns_fsetid;
 }
 
+static bool map_covers_object(const struct stat *st)
+{
+	return sfs_idmap_uid_to_host(tc.map, st->st_uid) != SFS_IDMAP_NONE &&
+	       sfs_idmap_gid_to_host(tc.map, st->st_gid) != SFS_IDMAP_NONE;
+}
+
+void sfs_creds_weigh_object(int fd)
+{
+	struct stat st;
+
+	if (!tc.caps || fstat(fd, &st) < 0 || map_covers_object(&st))
+		return;
+	tc.caps = 0; /* till the next request's sfs_creds_enter */
+	tc.ns_fsetid = false;
+	sfs_priv_effective(false);
+}
+
 bool sfs_creds_caps_scope(const struct stat *st)
 {
-	if (!tc.caps || (sfs_idmap_uid_to_host(tc.map, st->st_uid) != SFS_IDMAP_NONE &&
-	                 sfs_idmap_gid_to_host(tc.map, st->st_gid) != SFS_IDMAP_NONE))
+	if (!tc.caps || map_covers_object(st))
 		return false;
 	sfs_priv_effective(false);
 	return true;

@@ -88,6 +88,7 @@ int req_hold(struct req *q, fuse_ino_t ino, struct held **out)
 	if (h->fd < 0)
 		return h->fd;
 	q->nheld++;
+	sfs_creds_weigh_object(h->fd);
 	*out = h;
 	return 0;
 }

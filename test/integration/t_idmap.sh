@@ -364,14 +364,16 @@ test_given_away_meanwhile_stays() {
 	chmod 1777 "$N/st"
 	echo x >"$N/st/victim"
 	echo y >"$N/st/moved"
+	echo z >"$N/st/kept"
 	sfs_mount -o "share=existing,idmap=$MAP" "$LOOP" "$V" || die "mount the idmapped view"
 	coproc NSROOT { python3 "$IDMAP_PY" run "$MAP" -- sh -c "
-		stat -c %u $V/st/victim $V/st/moved; read go
+		stat -c %u $V/st/victim $V/st/moved $V/st/kept; read go
 		rm -f $V/st/victim 2>&1 | sed 's|$V|V|g'; mv $V/st/moved $V/st/moved2 2>&1 | sed 's|$V|V|g'
-		echo done" 2>&1; }
-	read -r -u "${NSROOT[0]}" out && read -r -u "${NSROOT[0]}" out
+		chmod 4777 $V/st/kept 2>&1 | sed 's|$V|V|g'; chown 1000 $V/st/kept 2>&1 | sed 's|$V|V|g'
+		setfacl -m u:1000:rwx $V/st/kept 2>&1 | sed 's|$V|V|g'; echo done" 2>&1; }
+	read -r -u "${NSROOT[0]}" out && read -r -u "${NSROOT[0]}" out && read -r -u "${NSROOT[0]}" out
 	assert_eq 0 "$out" "the namespace's root sees its own file"
-	chown 70000:70000 "$N/st/victim" "$N/st/moved"
+	chown 70000:70000 "$N/st/victim" "$N/st/moved" "$N/st/kept"
 	echo go >&"${NSROOT[1]}"
 	out=$(cat <&"${NSROOT[0]}")
 	wait "$NSROOT_PID" 2>/dev/null
@@ -380,10 +382,14 @@ test_given_away_meanwhile_stays() {
 	python3 "$IDMAP_PY" bind "$N" "$T_DIR/natm" "$MAP" || die "idmap the native mount"
 	assert_eq "$(python3 "$IDMAP_PY" run "$MAP" -- sh -c "
 		rm -f $T_DIR/natm/st/victim 2>&1 | sed 's|$T_DIR/natm|V|g'
-		mv $T_DIR/natm/st/moved $T_DIR/natm/st/moved2 2>&1 | sed 's|$T_DIR/natm|V|g'; echo done")" \
-		"$out" "a file given away meanwhile is neither removed nor moved, as native ext4 idmapped"
+		mv $T_DIR/natm/st/moved $T_DIR/natm/st/moved2 2>&1 | sed 's|$T_DIR/natm|V|g'
+		chmod 4777 $T_DIR/natm/st/kept 2>&1 | sed 's|$T_DIR/natm|V|g'
+		chown 1000 $T_DIR/natm/st/kept 2>&1 | sed 's|$T_DIR/natm|V|g'
+		setfacl -m u:1000:rwx $T_DIR/natm/st/kept 2>&1 | sed 's|$T_DIR/natm|V|g'; echo done")" \
+		"$out" "a file given away meanwhile is neither removed, moved nor changed, as native ext4 idmapped"
 	assert_ok test -e "$N/st/victim"
 	assert_ok test -e "$N/st/moved"
+	assert_eq "70000:70000 644" "$(stat -c '%u:%g %a' "$N/st/kept")" "and keeps its owner and mode"
 }
 
 # The container of issue 32: a process in a new user namespace (0 -> 100000, 65536 ids) with its
