@@ -98,14 +98,9 @@ static uint64_t ino_of(const struct change_obj *o)
 	return o->st.st_mode ? o->st.st_ino : 0;
 }
 
-/* Whether o's owner or group is outside the idmapped view's map (none: never). */
-static bool unmapped(const struct sfs_view *v, const struct change_obj *o)
+static bool unmapped(const struct req *q, const struct change_obj *o)
 {
-	const struct sfs_idmap *m = &v->prof->opts.idmap;
-
-	return o->st.st_mode && sfs_idmap_active(m) &&
-	       (sfs_idmap_uid_to_host(m, o->st.st_uid) == SFS_IDMAP_NONE ||
-	        sfs_idmap_gid_to_host(m, o->st.st_gid) == SFS_IDMAP_NONE);
+	return o->st.st_mode && req_ids_unmapped(q, &o->st);
 }
 
 /* An idmapped mount refuses to remove, replace or move an object whose ids it does not map,
@@ -117,7 +112,7 @@ static int refuse_unmapped_victims(struct req *q, const struct change *c)
 {
 	if (c->kind != CHANGE_REMOVE && c->kind != CHANGE_RENAME)
 		return 0;
-	return unmapped(q->r.view, &c->obj) || unmapped(q->r.view, &c->obj2) ? -EOVERFLOW : 0;
+	return unmapped(q, &c->obj) || unmapped(q, &c->obj2) ? -EOVERFLOW : 0;
 }
 
 bool change_begin(struct req *q, struct change *c, int *rc)

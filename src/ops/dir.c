@@ -288,7 +288,7 @@ int begin_dir_change(struct req *q, fuse_req_t req, fuse_ino_t parent, const cha
 		return rc;
 	if (!valid_name(name))
 		return create ? -EINVAL : -ENOENT;
-	if ((rc = req_hold(q, parent, p)))
+	if ((rc = req_hold(q, parent, p)) || (rc = req_refuse_unmapped(q, *p, -EACCES)))
 		return rc;
 	return sfs_policy_name(q->r.view, (*p)->node, name, create);
 }
@@ -456,6 +456,7 @@ static int begin_rename(struct req *q, fuse_req_t req, fuse_ino_t parent, const 
 	if (!valid_name(name) || !valid_name(newname))
 		return -EINVAL;
 	if ((rc = req_hold(q, parent, p)) || (rc = req_hold(q, newparent, np)) ||
+	    (rc = req_refuse_unmapped(q, *p, -EACCES)) || (rc = req_refuse_unmapped(q, *np, -EACCES)) ||
 	    (rc = sfs_policy_name(q->r.view, (*p)->node, name, false)) ||
 	    (rc = sfs_policy_name(q->r.view, (*np)->node, newname, true)))
 		return rc;
@@ -498,6 +499,8 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *n
 	if (!valid_name(newname))
 		goto out;
 	if ((rc = req_hold(&q, ino, &c.linked)) || (rc = req_hold(&q, newparent, &c.dir)) ||
+	    (rc = req_refuse_unmapped(&q, c.linked, -EOVERFLOW)) ||
+	    (rc = req_refuse_unmapped(&q, c.dir, -EACCES)) ||
 	    (rc = sfs_policy_name(q.r.view, c.dir->node, newname, true)) ||
 	    (rc = req_room_above_reserve(&q)) ||
 	    (rc = sfs_quota_may_move(req_ledger(&q), c.linked->node, c.linked->fd, c.dir->node,

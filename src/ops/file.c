@@ -203,7 +203,8 @@ static void open_now(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	rc = req_begin(&q, req);
 	if (fi->flags & O_TRUNC)
 		req_charge(&q);
-	if (rc || (rc = req_hold(&q, ino, &h)) || (writes && (rc = sfs_policy_modify(q.r.view))))
+	if (rc || (rc = req_hold(&q, ino, &h)) ||
+	    (writes && ((rc = sfs_policy_modify(q.r.view)) || (rc = req_refuse_unmapped(&q, h, -EACCES)))))
 		goto out;
 	fd = open_node(&q.r, h, open_flags_for_backing(q.r.view, fi->flags), &st);
 	rc = fd < 0 ? fd : new_file(q.r.view, h->node, fd, &st, false, fi);
@@ -326,7 +327,8 @@ static void create_tmpfile(struct req *q, fuse_ino_t parent, mode_t mode,
 	            (fi->flags & O_EXCL) | O_TMPFILE; /* O_EXCL: never to be linked */
 	int rc, fd;
 
-	if (!(rc = req_hold(q, parent, &c.dir)) && !(rc = reserve_new(q, c.dir, MAKE_NODE, NULL))) {
+	if (!(rc = req_hold(q, parent, &c.dir)) && !(rc = req_refuse_unmapped(q, c.dir, -EACCES)) &&
+	    !(rc = reserve_new(q, c.dir, MAKE_NODE, NULL))) {
 		sfs_creds_umask(q->r.ctx->umask);
 		fd = BACKING(&q->r, openat(c.dir->fd, ".", flags, mode));
 		rc = fd < 0 ? fd : open_created(q, &c, fd, mode, &e, fi);

@@ -72,6 +72,14 @@ int req_begin(struct req *q, fuse_req_t req);
 void req_charge(struct req *q);
 /* A request that changes anything: req_begin, req_charge, and the view must allow it. */
 int req_begin_change(struct req *q, fuse_req_t req);
+/* Whether the view is idmapped and st's owner or group is outside its map. */
+bool req_ids_unmapped(const struct req *q, const struct stat *st);
+/* An idmapped mount writes nothing to an object whose ids it does not map (HAS_UNMAPPED_ID:
+ * inode_permission EACCES for a directory a change writes or a file opened for writing,
+ * may_linkat EOVERFLOW, an xattr EPERM). The kernel checked the ids it held of h's object;
+ * another writer may have changed them since, so the ids of now decide: err if they are
+ * outside the map, else 0. */
+int req_refuse_unmapped(const struct req *q, const struct held *h, int err);
 /* Before a creation (or a name, or an xattr, that may take a block) by a caller who would
  * borrow ext4's reserve acting as its disk id (creds.h): ENOSPC unless the backing has room
  * for it above the reserve, as a native idmapped mount gives it no more. Else 0. */

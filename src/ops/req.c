@@ -56,6 +56,23 @@ int req_begin_change(struct req *q, fuse_req_t req)
 	return rc ? rc : sfs_policy_modify(q->r.view);
 }
 
+bool req_ids_unmapped(const struct req *q, const struct stat *st)
+{
+	const struct sfs_idmap *m = &q->r.view->prof->opts.idmap;
+
+	return sfs_idmap_active(m) && (sfs_idmap_uid_to_host(m, st->st_uid) == SFS_IDMAP_NONE ||
+	                               sfs_idmap_gid_to_host(m, st->st_gid) == SFS_IDMAP_NONE);
+}
+
+int req_refuse_unmapped(const struct req *q, const struct held *h, int err)
+{
+	struct stat st;
+
+	if (!sfs_idmap_active(&q->r.view->prof->opts.idmap) || stat_fd(h->fd, &st))
+		return 0;
+	return req_ids_unmapped(q, &st) ? err : 0;
+}
+
 /* The most blocks one creation takes from ext4: a directory's first block or the new block
  * of the one it is named in, an index block its htree splits into, an extent block, and an
  * xattr block for an inherited default ACL. */

@@ -35,7 +35,11 @@ static int begin_xattr(struct req *q, fuse_req_t req, fuse_ino_t ino, const char
 		return rc;
 	if (!valid_xattr_name(name))
 		return -EINVAL;
-	if ((rc = sfs_policy_xattr_gate(&q->r, name, op)) || (rc = req_hold(q, ino, h)) ||
+	/* an object an idmapped mount does not map refuses a change before the name is looked at
+	 * (xattr_permission) */
+	if ((rc = req_hold(q, ino, h)) ||
+	    (op != SFS_XATTR_GET && (rc = req_refuse_unmapped(q, *h, -EPERM))) ||
+	    (rc = sfs_policy_xattr_gate(&q->r, name, op)) ||
 	    (op == SFS_XATTR_SET && (rc = req_room_above_reserve(q))))
 		return rc;
 	fd_path(path, (*h)->fd);

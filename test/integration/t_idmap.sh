@@ -348,48 +348,59 @@ _reserve_stays_roots() {
 test_reserve_stays_roots() { _reserve_stays_roots; }
 test_reserve_stays_roots_daemon_path() { _reserve_stays_roots nopassthrough; }
 
-# The kernel checks a removal or a rename against the object a name held when it looked; under
-# share=existing a native writer may give that object away before the daemon acts (the view's
-# kernel keeps the attributes half a second). An idmapped mount removes and moves no object
-# whose ids it does not map (EOVERFLOW): the daemon looks again under its directory lock, so
-# the namespace's root cannot remove, by a CAP_FOWNER the kernel weighed against the old
-# owner, a file in a sticky directory that is no longer its users'.
+# The kernel checks a change against the ids it holds of an object; under share=existing a
+# native writer may give the object away before the daemon acts (the view's kernel keeps the
+# attributes half a second). An idmapped mount writes nothing to an object whose ids it does
+# not map: no removal, move, link, attribute, xattr, write open or new entry (EOVERFLOW,
+# EACCES, EPERM as the call goes). The daemon looks at the object again, so the namespace's
+# root cannot, by a capability the kernel weighed against the old owner, change what is no
+# longer its users'.
 test_given_away_meanwhile_stays() {
-	local N=$T_DIR/native V=$T_DIR/v out
+	local N=$T_DIR/native V=$T_DIR/v i f rd wr view="" nat=""
+	# one call a round, each on objects of its own, so the view's kernel holds the old ids
+	# of every one (a refused call makes it fetch the attributes anew)
+	local calls=('setfattr -n user.a -v 1 $D/kept' 'rm -f $D/victim' 'mv $D/moved $D/moved2'
+		'chmod 4777 $D/kept' 'chown 1000 $D/kept' 'setfacl -m u:1000:rwx $D/kept'
+		'ln $D/kept $D/kept2' 'echo w >> $D/open' 'touch $D/wdir/new')
 	new_source ex
 	mkdir -p "$N"
 	need mount "$LOOP" "$N"
-	mkdir "$N/st"
-	chown 1000:1000 "$N/st"
-	chmod 1777 "$N/st"
-	echo x >"$N/st/victim"
-	echo y >"$N/st/moved"
-	echo z >"$N/st/kept"
+	for i in "${!calls[@]}"; do
+		mkdir -p "$N/st$i/wdir"
+		chown 1000:1000 "$N/st$i"
+		chmod 1777 "$N/st$i"
+		chmod 777 "$N/st$i/wdir"
+		for f in victim moved kept open; do echo "$f" >"$N/st$i/$f"; done
+		chmod 666 "$N/st$i/open"
+	done
 	sfs_mount -o "share=existing,idmap=$MAP" "$LOOP" "$V" || die "mount the idmapped view"
-	coproc NSROOT { python3 "$IDMAP_PY" run "$MAP" -- sh -c "
-		stat -c %u $V/st/victim $V/st/moved $V/st/kept; read go
-		rm -f $V/st/victim 2>&1 | sed 's|$V|V|g'; mv $V/st/moved $V/st/moved2 2>&1 | sed 's|$V|V|g'
-		chmod 4777 $V/st/kept 2>&1 | sed 's|$V|V|g'; chown 1000 $V/st/kept 2>&1 | sed 's|$V|V|g'
-		setfacl -m u:1000:rwx $V/st/kept 2>&1 | sed 's|$V|V|g'; echo done" 2>&1; }
-	read -r -u "${NSROOT[0]}" out && read -r -u "${NSROOT[0]}" out && read -r -u "${NSROOT[0]}" out
-	assert_eq 0 "$out" "the namespace's root sees its own file"
-	chown 70000:70000 "$N/st/victim" "$N/st/moved" "$N/st/kept"
-	echo go >&"${NSROOT[1]}"
-	out=$(cat <&"${NSROOT[0]}")
-	wait "$NSROOT_PID" 2>/dev/null
-	# what native ext4 idmapped by the same map answers the same calls on such files
+	for i in "${!calls[@]}"; do
+		coproc NSROOT { python3 "$IDMAP_PY" run "$MAP" -- env D="$V/st$i" sh -c '
+			stat -c %u $D/victim $D/moved $D/kept $D/open $D/wdir | sort -u; read go
+			('"${calls[$i]}"') 2>&1' 2>&1; }
+		# bash takes a coprocess's descriptors away once it ends: read through copies
+		exec {rd}<&"${NSROOT[0]}" {wr}>&"${NSROOT[1]}"
+		read -r -u "$rd" f
+		assert_eq 0 "$f" "the namespace's root sees its own files"
+		(cd "$N/st$i" && chown 70000:70000 victim moved kept open wdir)
+		echo go >&"$wr"
+		view+=$(sed "s|$V/st$i|D|g; s|^sh: [0-9]*:|sh:|" <&"$rd")$'\n'
+		exec {rd}<&- {wr}>&-
+		wait "$NSROOT_PID" 2>/dev/null
+	done
+	# what native ext4 idmapped by the same map answers the same calls on such objects
 	mkdir -p "$T_DIR/natm"
 	python3 "$IDMAP_PY" bind "$N" "$T_DIR/natm" "$MAP" || die "idmap the native mount"
-	assert_eq "$(python3 "$IDMAP_PY" run "$MAP" -- sh -c "
-		rm -f $T_DIR/natm/st/victim 2>&1 | sed 's|$T_DIR/natm|V|g'
-		mv $T_DIR/natm/st/moved $T_DIR/natm/st/moved2 2>&1 | sed 's|$T_DIR/natm|V|g'
-		chmod 4777 $T_DIR/natm/st/kept 2>&1 | sed 's|$T_DIR/natm|V|g'
-		chown 1000 $T_DIR/natm/st/kept 2>&1 | sed 's|$T_DIR/natm|V|g'
-		setfacl -m u:1000:rwx $T_DIR/natm/st/kept 2>&1 | sed 's|$T_DIR/natm|V|g'; echo done")" \
-		"$out" "a file given away meanwhile is neither removed, moved nor changed, as native ext4 idmapped"
-	assert_ok test -e "$N/st/victim"
-	assert_ok test -e "$N/st/moved"
-	assert_eq "70000:70000 644" "$(stat -c '%u:%g %a' "$N/st/kept")" "and keeps its owner and mode"
+	for i in "${!calls[@]}"; do
+		nat+=$(python3 "$IDMAP_PY" run "$MAP" -- env D="$T_DIR/natm/st$i" sh -c \
+			"(${calls[$i]}) 2>&1" | sed "s|$T_DIR/natm/st$i|D|g; s|^sh: [0-9]*:|sh:|")$'\n'
+	done
+	assert_eq "$nat" "$view" "objects given away meanwhile are left as native ext4 idmapped leaves them"
+	for i in "${!calls[@]}"; do
+		assert_eq "kept moved open victim 70000:70000 644 open new:no" \
+			"$(cd "$N/st$i" && ls kept moved open victim | tr '\n' ' ')$(stat -c '%u:%g %a' "$N/st$i/kept") $(cat "$N/st$i/open") new:$(test -e "$N/st$i/wdir/new" && echo yes || echo no)" \
+			"nothing changed by: ${calls[$i]}"
+	done
 }
 
 # The container of issue 32: a process in a new user namespace (0 -> 100000, 65536 ids) with its
