@@ -43,11 +43,12 @@ bool sfs_creds_borrows_reserve(void);
 #include <sys/stat.h>
 bool sfs_creds_caps_scope(const struct stat *st);
 
-/* Before such a root acts on the object open as fd (held for its request): the kernel
- * weighed its capabilities against the ids the object had when it looked, which another
- * writer may have changed since. If the map covers them no more, the capabilities end for the
- * rest of the request, as capable_wrt_inode_uidgid would refuse them now. Nobody else pays. */
-void sfs_creds_weigh_object(int fd);
+/* Whether the caller is such a root, holding file capabilities for this request; and the end
+ * of them till the next request (req_hold, when an object it holds has ids the map no longer
+ * covers: the kernel weighed them against the ids it held, which another writer may have
+ * changed since, and capable_wrt_inode_uidgid would refuse them now). */
+bool sfs_creds_ns_caps(void);
+void sfs_creds_end_ns_caps(void);
 
 /* Whether the caller is such a namespace's root holding CAP_FSETID: the kernel then keeps the
  * set-group-ID bit of a chmod by it on a file of a group it is not in (setattr_prepare, with

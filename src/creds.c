@@ -281,12 +281,13 @@ static bool map_covers_object(const struct stat *st)
 	       sfs_idmap_gid_to_host(tc.map, st->st_gid) != SFS_IDMAP_NONE;
 }
 
-void sfs_creds_weigh_object(int fd)
+bool sfs_creds_ns_caps(void)
 {
-	struct stat st;
+	return tc.caps != 0;
+}
 
-	if (!tc.caps || fstat(fd, &st) < 0 || map_covers_object(&st))
-		return;
+void sfs_creds_end_ns_caps(void)
+{
 	tc.caps = 0; /* till the next request's sfs_creds_enter */
 	tc.ns_fsetid = false;
 	sfs_priv_effective(false);

@@ -182,23 +182,18 @@ static int set_owner(struct req *q, struct held *h, const struct stat *attr, int
 	return rc == -EPERM && notice ? 0 : rc;
 }
 
-/* The changes of one SETATTR, in the order ext4's setattr makes them. */
 /* An idmapped mount changes no attribute of an object whose owner or group it does not map,
  * but to give it one it does (notify_change: EOVERFLOW). The kernel checked the ids it held;
  * another writer may have changed them since, so the object's ids of now decide. */
-static int ids_still_mapped(const struct req *q, const struct held *h, int valid)
+static int ids_still_mapped(const struct req *q, struct held *h, int valid)
 {
-	const struct sfs_idmap *m = &q->r.view->prof->opts.idmap;
-	struct stat st;
+	int given = (valid & FUSE_SET_ATTR_UID ? HELD_UID_UNMAPPED : 0) |
+	            (valid & FUSE_SET_ATTR_GID ? HELD_GID_UNMAPPED : 0);
 
-	if (!sfs_idmap_active(m) || stat_fd(h->fd, &st))
-		return 0;
-	if ((!(valid & FUSE_SET_ATTR_UID) && sfs_idmap_uid_to_host(m, st.st_uid) == SFS_IDMAP_NONE) ||
-	    (!(valid & FUSE_SET_ATTR_GID) && sfs_idmap_gid_to_host(m, st.st_gid) == SFS_IDMAP_NONE))
-		return -EOVERFLOW;
-	return 0;
+	return req_held_unmapped(q, h) & ~given ? -EOVERFLOW : 0;
 }
 
+/* The changes of one SETATTR, in the order ext4's setattr makes them. */
 static int set_attributes(struct req *q, struct held *h, struct stat *attr, int valid,
                           struct fuse_file_info *fi, bool notice)
 {

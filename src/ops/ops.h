@@ -27,7 +27,13 @@
 struct held {
 	struct sfs_node *node;
 	int fd;
+	/* on an idmapped view, which of its object's ids the map leaves out (HELD_*_UNMAPPED),
+	 * looked at once when first asked (req_held_unmapped); -1 not yet */
+	int unmapped;
 };
+
+#define HELD_UID_UNMAPPED 1
+#define HELD_GID_UNMAPPED 2
 
 #define REQ_HELD_MAX 2
 
@@ -79,7 +85,10 @@ bool req_ids_unmapped(const struct req *q, const struct stat *st);
  * may_linkat EOVERFLOW, an xattr EPERM). The kernel checked the ids it held of h's object;
  * another writer may have changed them since, so the ids of now decide: err if they are
  * outside the map, else 0. */
-int req_refuse_unmapped(const struct req *q, const struct held *h, int err);
+int req_refuse_unmapped(const struct req *q, struct held *h, int err);
+/* Which of h's object's ids of now the idmapped view's map leaves out (HELD_*_UNMAPPED; 0 on
+ * any other view): one fstat per held object and request, at the first call. */
+int req_held_unmapped(const struct req *q, struct held *h);
 /* Before a creation (or a name, or an xattr, that may take a block) by a caller who would
  * borrow ext4's reserve acting as its disk id (creds.h): ENOSPC unless the backing has room
  * for it above the reserve, as a native idmapped mount gives it no more. Else 0. */

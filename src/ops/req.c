@@ -56,21 +56,32 @@ int req_begin_change(struct req *q, fuse_req_t req)
 	return rc ? rc : sfs_policy_modify(q->r.view);
 }
 
+static int unmapped_ids(const struct sfs_idmap *m, const struct stat *st)
+{
+	return (sfs_idmap_uid_to_host(m, st->st_uid) == SFS_IDMAP_NONE ? HELD_UID_UNMAPPED : 0) |
+	       (sfs_idmap_gid_to_host(m, st->st_gid) == SFS_IDMAP_NONE ? HELD_GID_UNMAPPED : 0);
+}
+
 bool req_ids_unmapped(const struct req *q, const struct stat *st)
 {
 	const struct sfs_idmap *m = &q->r.view->prof->opts.idmap;
 
-	return sfs_idmap_active(m) && (sfs_idmap_uid_to_host(m, st->st_uid) == SFS_IDMAP_NONE ||
-	                               sfs_idmap_gid_to_host(m, st->st_gid) == SFS_IDMAP_NONE);
+	return sfs_idmap_active(m) && unmapped_ids(m, st);
 }
 
-int req_refuse_unmapped(const struct req *q, const struct held *h, int err)
+int req_held_unmapped(const struct req *q, struct held *h)
 {
+	const struct sfs_idmap *m = &q->r.view->prof->opts.idmap;
 	struct stat st;
 
-	if (!sfs_idmap_active(&q->r.view->prof->opts.idmap) || stat_fd(h->fd, &st))
-		return 0;
-	return req_ids_unmapped(q, &st) ? err : 0;
+	if (h->unmapped < 0)
+		h->unmapped = sfs_idmap_active(m) && !stat_fd(h->fd, &st) ? unmapped_ids(m, &st) : 0;
+	return h->unmapped;
+}
+
+int req_refuse_unmapped(const struct req *q, struct held *h, int err)
+{
+	return req_held_unmapped(q, h) ? err : 0;
 }
 
 /* The most blocks one creation takes from ext4: a directory's first block or the new block
@@ -105,7 +116,9 @@ int req_hold(struct req *q, fuse_ino_t ino, struct held **out)
 	if (h->fd < 0)
 		return h->fd;
 	q->nheld++;
-	sfs_creds_weigh_object(h->fd);
+	h->unmapped = -1;
+	if (sfs_creds_ns_caps() && req_held_unmapped(q, h))
+		sfs_creds_end_ns_caps();
 	*out = h;
 	return 0;
 }
